@@ -1,0 +1,61 @@
+"""A small assembler: one function per instruction, each returning its four encoded words.
+
+Programs are plain lists of words, so they can be built, concatenated and inspected with ordinary
+Python. ``listing(code)`` prints each instruction's words beside its disassembly.
+"""
+
+from __future__ import annotations
+
+from . import isa
+from .isa import Instr
+from .machine import disassemble
+
+
+def halt() -> list[int]:
+    return Instr(isa.OP_HALT).encode()
+
+
+def load(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int = 0, sram_stride: int = 0) -> list[int]:
+    """Copy rows x cols words from external memory to the scratchpad (background DMA)."""
+    return Instr(isa.OP_LOAD, cnt=rows, a=sram, b=ext, c=cols, d=ext_stride or cols,
+                 e=sram_stride or cols).encode()
+
+
+def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int = 0, sram_stride: int = 0) -> list[int]:
+    """Copy rows x cols words from the scratchpad to external memory (background DMA)."""
+    return Instr(isa.OP_STORE, cnt=rows, a=sram, b=ext, c=cols, d=ext_stride or cols,
+                 e=sram_stride or cols).encode()
+
+
+def wait() -> list[int]:
+    return Instr(isa.OP_WAIT).encode()
+
+
+def qcfg(qa: int = 0, qb: int = 0, shift: int = 0, bias: int = 0) -> list[int]:
+    return Instr(isa.OP_QCFG, a=qa, b=qb, c=shift, d=bias).encode()
+
+
+def mm(a: int, b: int, out: int, r: int, k: int, m: int, *, out8: bool = False, relu: bool = False,
+       bias: bool = False, brows: bool = False) -> list[int]:
+    flags = ((isa.MM_OUT8 if out8 else 0) | (isa.MM_RELU if relu else 0) | (isa.MM_BIAS if bias else 0)
+             | (isa.MM_BROWS if brows else 0))
+    return Instr(isa.OP_MM, flags=flags, cnt=r, a=a, b=b, c=out, d=k, e=m).encode()
+
+
+def vec(sub: int, a: int, dst: int, n: int, b: int = 0) -> list[int]:
+    return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst).encode()
+
+
+def smax(src: int, dst: int, n: int, sink: int | None = None) -> list[int]:
+    flags = isa.SM_SINK if sink is not None else 0
+    return Instr(isa.OP_SMAX, flags=flags, cnt=n, a=src, c=dst, e=(sink or 0) & 0xFF).encode()
+
+
+def listing(code: list[int]) -> str:
+    """The program, one instruction per line: index, the four words in hex, the disassembly."""
+    lines = []
+    for i in range(0, len(code), isa.WORDS_PER_INSTR):
+        words = code[i : i + 4]
+        text = disassemble(Instr.decode(words))
+        lines.append(f"{i // 4:4d}  {' '.join(f'{w:08x}' for w in words)}  {text}")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""The GA2 instruction set: the single source of truth for encodings, sizes and timing constants.
+
+Everything else reads this module: the assembler, the machine model, the compiler, the docs table,
+and the Verilog (``tests/test_isa_sync.py`` checks ``rtl/ga2_defs.vh`` against these numbers).
+
+An instruction is four 32-bit words::
+
+    w0: op[31:28] flags[27:24] sub[23:20] cnt[15:0]
+    w1: a[15:0]  b[31:16]
+    w2: c[15:0]  d[31:16]
+    w3: e[31:0]
+
+Data words are 32 bits. An int8 row of n elements is packed four to a word, lane 0 in bits 7:0,
+in ceil(n/4) words; lanes past n are zero when GA2 writes them and ignored when it reads them.
+An int32 value takes one word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- hardware parameters --------------------------------------------------------------------
+N = 4  # the systolic array is N x N int8 MACs; N equals the int8 lanes of one word
+LANES = 4  # int8 values per 32-bit word
+SRAM_WORDS = 4096  # on-chip scratchpad, 32-bit words
+IMEM_INSTRS = 1024  # instruction memory, in instructions (4 words each)
+WORDS_PER_INSTR = 4
+MAX_EXTW = 1 << 16  # ext addresses are 16-bit fields
+MM_MAX_K = 1024  # rowmem depth: the longest reduction a matmul can do
+MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
+
+# --- timing constants (cycles) -----------------------------------------------------------------
+DMA_SETUP = 2  # cycles a DMA transfer spends before its first word moves
+DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
+MM_SKEW = 2 * N - 1  # cycles for the last operands to cross the array after the last k is fed
+
+# --- softmax fixed-point scheme ---------------------------------------------------------------
+SM_IN_FRAC = 4  # softmax inputs are int8 with scale 1/16 (a logit of 1.0 is the integer 16)
+SM_EXP_BITS = 15  # exp table entries are round(2**15 * exp(-d/16)), d = max - x in 0..255
+SM_RECIP_BITS = 31  # R = floor(2**31 / sum)
+SM_OUT_SHIFT = 24  # p = min(127, (E * R + 2**23) >> 24): probabilities with scale 1/128
+SM_OUT_MAX = 127
+
+# --- opcodes -------------------------------------------------------------------------------
+OP_HALT = 0
+OP_LOAD = 1
+OP_STORE = 2
+OP_WAIT = 3
+OP_QCFG = 4
+OP_MM = 5
+OP_VEC = 6
+OP_SMAX = 7
+
+OP_NAMES = {
+    OP_HALT: "halt",
+    OP_LOAD: "load",
+    OP_STORE: "store",
+    OP_WAIT: "wait",
+    OP_QCFG: "qcfg",
+    OP_MM: "mm",
+    OP_VEC: "vec",
+    OP_SMAX: "smax",
+}
+
+# MM flags
+MM_OUT8 = 1  # requantize the int32 results to packed int8 (else one int32 per word)
+MM_RELU = 2  # clamp negative results to zero (before requantization)
+MM_BIAS = 4  # add an int32 bias per output column, read from the QCFG bias address
+MM_BROWS = 8  # B is given as K rows of M (x @ W); else as M rows of K (a @ b.T, dot products)
+
+# SMAX flags
+SM_SINK = 1  # include one extra logit (the sink, an int8 immediate) in the max and the sum
+
+# VEC sub-operations
+VEC_COPY = 0  # y = a
+VEC_ADD = 1  # y = sat8((a*qa + b*qb + rnd) >> qs)
+VEC_MUL = 2  # y = sat8((a*b*qa + rnd) >> qs)
+VEC_MAX = 3  # y = max(a, b)
+VEC_RELU = 4  # y = max(a, 0)
+VEC_ARGMAX = 5  # one int32 word: the index of the first maximum of a[0:n]
+
+VEC_NAMES = {
+    VEC_COPY: "copy",
+    VEC_ADD: "add",
+    VEC_MUL: "mul",
+    VEC_MAX: "max",
+    VEC_RELU: "relu",
+    VEC_ARGMAX: "argmax",
+}
+
+FIELD_MASK16 = 0xFFFF
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One decoded instruction: the raw fields, named as in the encoding."""
+
+    op: int
+    flags: int = 0
+    sub: int = 0
+    cnt: int = 0
+    a: int = 0
+    b: int = 0
+    c: int = 0
+    d: int = 0
+    e: int = 0
+
+    def encode(self) -> list[int]:
+        for name, value, bits in (
+            ("op", self.op, 4),
+            ("flags", self.flags, 4),
+            ("sub", self.sub, 4),
+            ("cnt", self.cnt, 16),
+            ("a", self.a, 16),
+            ("b", self.b, 16),
+            ("c", self.c, 16),
+            ("d", self.d, 16),
+            ("e", self.e, 32),
+        ):
+            if not 0 <= value < (1 << bits):
+                raise ValueError(f"field {name}={value} does not fit in {bits} bits ({self})")
+        w0 = (self.op << 28) | (self.flags << 24) | (self.sub << 20) | self.cnt
+        w1 = self.a | (self.b << 16)
+        w2 = self.c | (self.d << 16)
+        return [w0, w1, w2, self.e]
+
+    @staticmethod
+    def decode(words: list[int] | tuple[int, ...]) -> Instr:
+        w0, w1, w2, w3 = (int(w) & 0xFFFFFFFF for w in words)
+        return Instr(
+            op=(w0 >> 28) & 0xF,
+            flags=(w0 >> 24) & 0xF,
+            sub=(w0 >> 20) & 0xF,
+            cnt=w0 & FIELD_MASK16,
+            a=w1 & FIELD_MASK16,
+            b=(w1 >> 16) & FIELD_MASK16,
+            c=w2 & FIELD_MASK16,
+            d=(w2 >> 16) & FIELD_MASK16,
+            e=w3,
+        )
+
+
+def words_for(n_int8: int) -> int:
+    """Words that hold a packed int8 row of n elements."""
+    return -(-n_int8 // LANES)
+
+
+# --- timing: the cycle cost of each instruction, shared by the model and the docs --------------
+
+
+def dma_cycles(rows: int, cols: int) -> int:
+    """Cycles the DMA engine is busy for one transfer of rows x cols words (one word per cycle)."""
+    return DMA_SETUP + rows * cols
+
+
+def mm_tile_cycles(k: int, rows: int, cols: int, out8: bool, bias: bool, brows: bool) -> int:
+    """One column tile of a matmul: load the B tile, (load the bias), run the array, write."""
+    load_b = k if brows else cols * words_for(k)
+    load_bias = cols if bias else 0
+    write = rows if out8 else rows * cols
+    return load_b + load_bias + (k + MM_SKEW) + write
+
+
+def mm_cycles(r: int, k: int, m: int, flags: int) -> int:
+    """Execute cycles of MM (after the fetch cycle): per batch tile, load A, then every column tile."""
+    out8, bias, brows = bool(flags & MM_OUT8), bool(flags & MM_BIAS), bool(flags & MM_BROWS)
+    total = 0
+    for r0 in range(0, r, N):
+        rows = min(N, r - r0)
+        total += rows * words_for(k)
+        for c0 in range(0, m, N):
+            total += mm_tile_cycles(k, rows, min(N, m - c0), out8, bias, brows)
+    return total
+
+
+def vec_cycles(n: int) -> int:
+    """Execute cycles of VEC: one word of each operand per cycle, then one cycle to finish."""
+    return words_for(n) + 1
+
+
+def smax_cycles(n: int) -> int:
+    """Execute cycles of SMAX: a max pass, an exp-and-sum pass, one division, a normalize pass."""
+    nw = words_for(n)
+    return 3 * nw + DIV_CYCLES + 1

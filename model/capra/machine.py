@@ -1,0 +1,362 @@
+"""The GA2 machine model: for any valid program, the exact final memory and the five cycle counters.
+
+The model is instruction-level, not cycle-by-cycle: each instruction's effect is computed with
+numpy integers and its cost with the formulas of ``isa``. Two things make that exact:
+
+* Timing is deterministic by construction. The sequencer fetches one instruction per cycle; a
+  compute instruction (MM, VEC, SMAX) holds it for a fixed number of cycles; a DMA transfer runs in
+  the background and only LOAD / STORE / WAIT / HALT wait for it.
+* Data results do not depend on timing because programs may not race: a compute instruction that
+  runs while a DMA transfer is in flight must not touch the scratchpad words that transfer writes
+  (or write the words a STORE reads). The model checks this and raises ``HazardError``, so a
+  program the model accepts behaves the same in every simulator.
+
+The five counters (c0..c4): total cycles, DMA busy cycles, MM busy cycles, vector busy cycles
+(VEC and SMAX), and cycles the sequencer stalled waiting for the DMA engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import isa
+from .isa import Instr
+
+INT8_MIN, INT8_MAX = -128, 127
+
+
+class ProgramError(ValueError):
+    """The program is not valid GA2 code (a bad opcode, a field out of range, overlapping operands)."""
+
+
+class HazardError(ProgramError):
+    """A compute instruction touches scratchpad words of a DMA transfer that is still in flight."""
+
+
+def exp_table() -> list[int]:
+    """The softmax exponent table: entry d is round(2**15 * exp(-d / 16)), d = max - x in 0..255."""
+    d = np.arange(256, dtype=np.float64)
+    return [int(v) for v in np.floor(np.exp(-d / (1 << isa.SM_IN_FRAC)) * (1 << isa.SM_EXP_BITS) + 0.5)]
+
+
+EXP_TABLE = np.array(exp_table(), dtype=np.int64)
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap to int32, as the hardware's 32-bit accumulators do."""
+    return ((np.asarray(x, dtype=np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    """int32 -> int8: multiply by an unsigned 16-bit multiplier, shift right rounding half up, saturate.
+
+    Python integers are exact, so this is the reference the RTL's requant block must equal.
+    """
+    p = np.asarray(acc, dtype=object) * int(mult)
+    if shift > 0:
+        p = (p + (1 << (shift - 1))) >> shift
+    return np.clip(p.astype(np.int64), INT8_MIN, INT8_MAX)
+
+
+def softmax_int8(x: np.ndarray, sink: int | None) -> np.ndarray:
+    """GA2's integer softmax of one int8 row (scale 1/16) to probabilities with scale 1/128."""
+    x = np.asarray(x, dtype=np.int64)
+    m = int(x.max()) if sink is None else max(int(x.max()), sink)
+    e = EXP_TABLE[m - x]
+    total = int(e.sum()) + (int(EXP_TABLE[m - sink]) if sink is not None else 0)
+    recip = (1 << isa.SM_RECIP_BITS) // total
+    return np.minimum(isa.SM_OUT_MAX, (e * recip + (1 << (isa.SM_OUT_SHIFT - 1))) >> isa.SM_OUT_SHIFT)
+
+
+@dataclass
+class Counters:
+    cycles: int = 0
+    dma_busy: int = 0
+    mm_busy: int = 0
+    vec_busy: int = 0
+    dma_stall: int = 0
+
+    def as_list(self) -> list[int]:
+        return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]
+
+
+@dataclass
+class _Transfer:
+    """A DMA transfer in flight: the scratchpad words it writes (LOAD) or reads (STORE) until `end`."""
+
+    end: int  # first cycle at which the sequencer sees the DMA engine idle
+    sram_words: set[int]
+    is_load: bool
+    pc: int
+
+
+@dataclass
+class Machine:
+    """GA2 state: scratchpad, external memory, quantization registers, clock and counters."""
+
+    ext: np.ndarray
+    sram: np.ndarray = field(default_factory=lambda: np.zeros(isa.SRAM_WORDS, dtype=np.uint32))
+    qa: int = 0
+    qb: int = 0
+    qs: int = 0
+    qbias: int = 0
+    t: int = 0
+    counters: Counters = field(default_factory=Counters)
+    trace: list[tuple[int, int, str]] | None = None
+    _dma: _Transfer | None = None
+
+    @classmethod
+    def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False) -> Machine:
+        words = np.zeros(extw if extw is not None else len(ext), dtype=np.uint32)
+        image = np.asarray(ext, dtype=np.int64) & 0xFFFFFFFF
+        if len(image) > len(words):
+            raise ProgramError(f"external image of {len(image)} words exceeds EXTW={len(words)}")
+        words[: len(image)] = image
+        return cls(ext=words, trace=[] if trace else None)
+
+    # ---- scratchpad helpers -------------------------------------------------------------------
+    def _check_sram(self, pc: int, what: str, addr: int, n: int) -> None:
+        if n < 0 or addr < 0 or addr + n > isa.SRAM_WORDS:
+            raise ProgramError(f"instruction {pc}: {what} words {addr}..{addr + n - 1} outside SRAM "
+                               f"(0..{isa.SRAM_WORDS - 1})")
+
+    def _int8_rows(self, addr: int, rows: int, n: int) -> np.ndarray:
+        """rows packed int8 rows of n elements starting at word addr, as an int64 matrix."""
+        w = isa.words_for(n)
+        words = self.sram[addr : addr + rows * w]
+        return words.view(np.int8).reshape(rows, w * isa.LANES)[:, :n].astype(np.int64)
+
+    def _store_int8_rows(self, addr: int, values: np.ndarray) -> None:
+        rows, n = values.shape
+        w = isa.words_for(n)
+        lanes = np.zeros((rows, w * isa.LANES), dtype=np.int8)
+        lanes[:, :n] = values
+        self.sram[addr : addr + rows * w] = lanes.reshape(-1).view(np.uint32)
+
+    # ---- the DMA engine ------------------------------------------------------------------------
+    def _wait_dma(self) -> None:
+        if self._dma is not None:
+            if self._dma.end > self.t:
+                self.counters.dma_stall += self._dma.end - self.t
+                self.t = self._dma.end
+            self._dma = None
+
+    def _retire_dma(self) -> None:
+        if self._dma is not None and self._dma.end <= self.t:
+            self._dma = None
+
+    def _check_race(self, pc: int, reads: set[int], writes: set[int], start: int, end: int) -> None:
+        """Raise if this compute instruction, running in cycles [start, end), races the DMA."""
+        x = self._dma
+        if x is None or x.end <= start:
+            return
+        clash = (reads | writes) & x.sram_words if x.is_load else writes & x.sram_words
+        if clash:
+            kind = "LOAD writes" if x.is_load else "STORE reads"
+            raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
+                              f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
+
+    def _dma_transfer(self, pc: int, ins: Instr, load: bool) -> None:
+        rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & 0xFFFF
+        if rows < 1 or cols < 1:
+            raise ProgramError(f"instruction {pc}: DMA of {rows} x {cols} words")
+        if ins.e >> 16:
+            raise ProgramError(f"instruction {pc}: DMA e field has bits above the SRAM stride")
+        r = np.arange(rows)[:, None]
+        c = np.arange(cols)[None, :]
+        s_idx = (sram + r * sst + c).reshape(-1)
+        e_idx = (ext + r * est + c).reshape(-1)
+        if s_idx.max() >= isa.SRAM_WORDS:
+            raise ProgramError(f"instruction {pc}: DMA reaches SRAM word {s_idx.max()} (size {isa.SRAM_WORDS})")
+        if e_idx.max() >= len(self.ext):
+            raise ProgramError(f"instruction {pc}: DMA reaches external word {e_idx.max()} "
+                               f"(EXTW={len(self.ext)})")
+        self._wait_dma()
+        busy = isa.dma_cycles(rows, cols)
+        if load:
+            self.sram[s_idx] = self.ext[e_idx]
+        else:
+            self.ext[e_idx] = self.sram[s_idx]
+        self._dma = _Transfer(end=self.t + 1 + busy, sram_words=set(s_idx.tolist()), is_load=load, pc=pc)
+        self.counters.dma_busy += busy
+        self.t += 1
+
+    # ---- compute instructions --------------------------------------------------------------------
+    def _run_compute(self, pc: int, cycles: int, reads: set[int], writes: set[int], effect) -> int:
+        self._retire_dma()
+        self._check_race(pc, reads, writes, self.t, self.t + 1 + cycles)
+        effect()
+        self.t += 1 + cycles
+        return cycles
+
+    def _mm(self, pc: int, ins: Instr) -> None:
+        r, a, b, out, k, m, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e, ins.flags
+        if r < 1 or k < 1 or m < 1 or m > 0xFFFF or k > isa.MM_MAX_K:
+            raise ProgramError(f"instruction {pc}: MM needs R, M >= 1 and 1 <= K <= {isa.MM_MAX_K} "
+                               f"(got R={r}, K={k}, M={m})")
+        brows = bool(flags & isa.MM_BROWS)
+        kw, mw = isa.words_for(k), isa.words_for(m)
+        b_words = k * mw if brows else m * kw
+        out_words = r * mw if flags & isa.MM_OUT8 else r * m
+        self._check_sram(pc, "MM A", a, r * kw)
+        self._check_sram(pc, "MM B", b, b_words)
+        self._check_sram(pc, "MM out", out, out_words)
+        reads = set(range(a, a + r * kw)) | set(range(b, b + b_words))
+        if flags & isa.MM_BIAS:
+            self._check_sram(pc, "MM bias", self.qbias, m)
+            reads |= set(range(self.qbias, self.qbias + m))
+        writes = set(range(out, out + out_words))
+        if reads & writes:
+            raise ProgramError(f"instruction {pc}: MM output overlaps its inputs (word {min(reads & writes)})")
+
+        def effect() -> None:
+            am = self._int8_rows(a, r, k)
+            if brows:
+                bm = self._int8_rows(b, k, m)
+            else:
+                bm = self._int8_rows(b, m, k).T
+            acc = wrap32(am @ bm)
+            if flags & isa.MM_BIAS:
+                bias = self.sram[self.qbias : self.qbias + m].view(np.int32).astype(np.int64)
+                acc = wrap32(acc + bias[None, :])
+            if flags & isa.MM_RELU:
+                acc = np.maximum(acc, 0)
+            if flags & isa.MM_OUT8:
+                self._store_int8_rows(out, requantize(acc, self.qa, self.qs))
+            else:
+                self.sram[out : out + r * m] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
+
+        self.counters.mm_busy += self._run_compute(pc, isa.mm_cycles(r, k, m, flags), reads, writes, effect)
+
+    def _vec(self, pc: int, ins: Instr) -> None:
+        n, sa, sb, dst, sub = ins.cnt, ins.a, ins.b, ins.c, ins.sub
+        if n < 1 or sub not in isa.VEC_NAMES:
+            raise ProgramError(f"instruction {pc}: VEC sub-op {sub} with n={n}")
+        nw = isa.words_for(n)
+        two = sub in (isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
+        self._check_sram(pc, "VEC a", sa, nw)
+        reads = set(range(sa, sa + nw))
+        if two:
+            self._check_sram(pc, "VEC b", sb, nw)
+            reads |= set(range(sb, sb + nw))
+        out_words = 1 if sub == isa.VEC_ARGMAX else nw
+        self._check_sram(pc, "VEC dst", dst, out_words)
+        writes = set(range(dst, dst + out_words))
+        if sub != isa.VEC_ARGMAX:
+            for src in (sa, sb) if two else (sa,):
+                if src != dst and writes & set(range(src, src + nw)):
+                    raise ProgramError(f"instruction {pc}: VEC destination partly overlaps a source")
+
+        def effect() -> None:
+            x = self._int8_rows(sa, 1, n)[0]
+            y = self._int8_rows(sb, 1, n)[0] if two else None
+            if sub == isa.VEC_ARGMAX:
+                self.sram[dst] = np.uint32(int(np.argmax(x)))
+                return
+            if sub == isa.VEC_COPY:
+                z = x
+            elif sub == isa.VEC_ADD:
+                z = requantize(x * self.qa + y * self.qb, 1, self.qs)
+            elif sub == isa.VEC_MUL:
+                z = requantize(x * y, self.qa, self.qs)
+            elif sub == isa.VEC_MAX:
+                z = np.maximum(x, y)
+            else:
+                z = np.maximum(x, 0)
+            self._store_int8_rows(dst, z[None, :])
+
+        self.counters.vec_busy += self._run_compute(pc, isa.vec_cycles(n), reads, writes, effect)
+
+    def _smax(self, pc: int, ins: Instr) -> None:
+        n, src, dst = ins.cnt, ins.a, ins.c
+        if n < 1:
+            raise ProgramError(f"instruction {pc}: SMAX of {n} elements")
+        nw = isa.words_for(n)
+        self._check_sram(pc, "SMAX src", src, nw)
+        self._check_sram(pc, "SMAX dst", dst, nw)
+        if src != dst and abs(src - dst) < nw:
+            raise ProgramError(f"instruction {pc}: SMAX destination partly overlaps its source")
+        sink = ((ins.e & 0xFF) ^ 0x80) - 0x80 if ins.flags & isa.SM_SINK else None
+
+        def effect() -> None:
+            p = softmax_int8(self._int8_rows(src, 1, n)[0], sink)
+            self._store_int8_rows(dst, p[None, :])
+
+        cycles = isa.smax_cycles(n)
+        self.counters.vec_busy += self._run_compute(
+            pc, cycles, set(range(src, src + nw)), set(range(dst, dst + nw)), effect)
+
+    # ---- the sequencer -----------------------------------------------------------------------------
+    def step(self, pc: int, ins: Instr) -> bool:
+        """Execute one instruction; return False when it was HALT."""
+        if self.trace is not None:
+            self.trace.append((self.t, pc, disassemble(ins)))
+        op = ins.op
+        if op == isa.OP_HALT:
+            self._wait_dma()
+            self.t += 1
+            return False
+        if op in (isa.OP_LOAD, isa.OP_STORE):
+            self._dma_transfer(pc, ins, op == isa.OP_LOAD)
+        elif op == isa.OP_WAIT:
+            self._wait_dma()
+            self.t += 1
+        elif op == isa.OP_QCFG:
+            if ins.c > isa.MAX_SHIFT:
+                raise ProgramError(f"instruction {pc}: QCFG shift {ins.c} > {isa.MAX_SHIFT}")
+            self.qa, self.qb, self.qs, self.qbias = ins.a, ins.b, ins.c, ins.d
+            self.t += 1
+        elif op == isa.OP_MM:
+            self._mm(pc, ins)
+        elif op == isa.OP_VEC:
+            self._vec(pc, ins)
+        elif op == isa.OP_SMAX:
+            self._smax(pc, ins)
+        else:
+            raise ProgramError(f"instruction {pc}: unknown opcode {op}")
+        return True
+
+    def run(self, code: list[int], max_instrs: int = isa.IMEM_INSTRS) -> Counters:
+        """Run a program from reset to HALT; fills and returns the counters."""
+        if len(code) % isa.WORDS_PER_INSTR:
+            raise ProgramError(f"code of {len(code)} words is not a whole number of instructions")
+        n_instr = len(code) // isa.WORDS_PER_INSTR
+        if n_instr > max_instrs:
+            raise ProgramError(f"program of {n_instr} instructions exceeds IMEM ({max_instrs})")
+        pc = 0
+        while True:
+            words = code[pc * 4 : pc * 4 + 4] if pc < n_instr else [0, 0, 0, 0]
+            if not self.step(pc, Instr.decode(words)):
+                break
+            pc += 1
+        self.counters.cycles = self.t
+        return self.counters
+
+
+def disassemble(ins: Instr) -> str:
+    """One readable line per instruction, as printed beside the encoding by ``asm.listing``."""
+    name = isa.OP_NAMES.get(ins.op, f"op{ins.op}")
+    if ins.op in (isa.OP_LOAD, isa.OP_STORE):
+        return (f"{name} sram={ins.a} ext={ins.b} rows={ins.cnt} cols={ins.c} "
+                f"ext_stride={ins.d} sram_stride={ins.e & 0xFFFF}")
+    if ins.op == isa.OP_QCFG:
+        return f"qcfg qa={ins.a} qb={ins.b} shift={ins.c} bias={ins.d}"
+    if ins.op == isa.OP_MM:
+        fl = [f for bit, f in ((isa.MM_OUT8, "out8"), (isa.MM_RELU, "relu"), (isa.MM_BIAS, "bias"),
+                               (isa.MM_BROWS, "brows")) if ins.flags & bit]
+        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e} {'|'.join(fl)}"
+    if ins.op == isa.OP_VEC:
+        return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}"
+    if ins.op == isa.OP_SMAX:
+        sink = f" sink={((ins.e & 0xFF) ^ 0x80) - 0x80}" if ins.flags & isa.SM_SINK else ""
+        return f"smax src={ins.a} dst={ins.c} n={ins.cnt}{sink}"
+    return name
+
+
+def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None) -> Machine:
+    """Run `code` on a fresh machine whose external memory starts as `ext` (zero-padded to extw)."""
+    m = Machine.with_ext(ext, extw)
+    m.run(list(code))
+    return m

@@ -1,0 +1,37 @@
+// GA2 shared constants. model/capra/isa.py is the source of truth; tests/test_isa_sync.py checks
+// that every value here equals the Python one. Included inside module bodies; each module uses
+// only some of these names, hence the UNUSEDPARAM waiver around them (see rtl/lint.vlt).
+/* verilator lint_off UNUSEDPARAM */
+localparam integer GA2_N           = 4;     // systolic array is N x N
+localparam integer GA2_LANES       = 4;     // int8 lanes per 32-bit word
+localparam integer GA2_SRAM_WORDS  = 4096;
+localparam integer GA2_SRAM_AW     = 12;
+localparam integer GA2_IMEM_INSTRS = 1024;
+localparam integer GA2_MM_MAX_K    = 1024;  // depth of each rowmem buffer, in int8 elements
+localparam integer GA2_DMA_SETUP   = 2;
+localparam integer GA2_DIV_CYCLES  = 32;
+localparam integer GA2_MAX_SHIFT   = 47;
+
+localparam [3:0] OP_HALT  = 4'd0;
+localparam [3:0] OP_LOAD  = 4'd1;
+localparam [3:0] OP_STORE = 4'd2;
+localparam [3:0] OP_WAIT  = 4'd3;
+localparam [3:0] OP_QCFG  = 4'd4;
+localparam [3:0] OP_MM    = 4'd5;
+localparam [3:0] OP_VEC   = 4'd6;
+localparam [3:0] OP_SMAX  = 4'd7;
+
+localparam integer MM_OUT8  = 1;
+localparam integer MM_RELU  = 2;
+localparam integer MM_BIAS  = 4;
+localparam integer MM_BROWS = 8;
+
+localparam [3:0] VEC_COPY   = 4'd0;
+localparam [3:0] VEC_ADD    = 4'd1;
+localparam [3:0] VEC_MUL    = 4'd2;
+localparam [3:0] VEC_MAX    = 4'd3;
+localparam [3:0] VEC_RELU   = 4'd4;
+localparam [3:0] VEC_ARGMAX = 4'd5;
+
+localparam integer SM_SINK = 1;
+/* verilator lint_on UNUSEDPARAM */

@@ -1,0 +1,158 @@
+`timescale 1ns/1ps
+`default_nettype none
+// ga2_tb: replays every program of a hex image on GA2 and compares the final external memory and
+// the five cycle counters with what the Python machine model predicted.
+//
+// Image (one 32-bit hex word per line, as written by tools/ga2_progs.py and tools/ch15_run.py):
+//   programs,
+//   per program: REC_MAGIC, n_code, n_init, n_expect, code[n_code], init[n_init],
+//                expect[n_expect], counters[5], checksum (sum of the record's other words mod 2^32).
+// Every word the file does not fill holds EMPTY, so a truncated file shows up as a record whose
+// last word is EMPTY (or a missing record); a flipped bit anywhere breaks the checksum.
+// External memory starts as init followed by zeros; after HALT words 0..n_expect-1 must equal
+// expect and every later word must still be zero. Exactly one verdict line is printed:
+// PASS / FAIL (a malformed image, a program that does not halt) / MISMATCH (a word or a counter).
+// Plusargs: +PROG=<file> (default out/ga2_programs.hex). Defines: EXTW, DUMP, WATCHDOG, MAXWORDS.
+module ga2_tb;
+`ifndef EXTW
+    `define EXTW 8192
+`endif
+`ifndef WATCHDOG
+    `define WATCHDOG 2000000
+`endif
+`ifndef MAXWORDS
+    `define MAXWORDS 1048576
+`endif
+    localparam integer EXTW       = `EXTW;
+    localparam integer WATCHDOG   = `WATCHDOG;
+    localparam integer MAXWORDS   = `MAXWORDS;
+    localparam integer IMEM_WORDS = 4096;
+    localparam integer SRAM_WORDS = 4096;
+    localparam [31:0] REC_MAGIC  = 32'h5245_4321;  // "REC!"
+    localparam [31:0] EMPTY      = 32'hDEAD_BEEF;  // what a word the file did not fill holds
+
+    reg clk = 1'b0;
+    reg rst = 1'b1;
+    always #5 clk = ~clk;
+
+    wire        halted, illegal;
+    wire [31:0] c0, c1, c2, c3, c4;
+    wire [15:0] ext_addr;
+    wire [31:0] ext_rdata, ext_wdata;
+    wire        ext_we;
+
+    ga2 #(.IMEM_WORDS(IMEM_WORDS)) u_ga2 (
+        .clk(clk), .rst(rst), .imem_we(1'b0), .imem_addr(12'd0), .imem_wdata(32'd0), .halted(halted), .illegal(illegal),
+        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
+        .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata)
+    );
+    extmem_rw #(.EXTW(EXTW)) u_ext (
+        .clk(clk), .addr(ext_addr), .rdata(ext_rdata), .we(ext_we), .wdata(ext_wdata)
+    );
+
+    reg [31:0] img [0:MAXWORDS-1];
+    reg [1023:0] path;
+    integer i, p, ptr, n_prog, n_code, n_init, n_exp, cyc, bad, rec_start;
+    reg [31:0] sum, got, want, total_cycles;
+    reg [31:0] got_c [0:4];
+
+
+    initial begin
+        if (!$value$plusargs("PROG=%s", path)) path = "out/ga2_programs.hex";
+        for (i = 0; i < MAXWORDS; i = i + 1) img[i] = EMPTY;
+        $readmemh(path, img);
+        bad = 0;
+        total_cycles = 32'd0;
+        n_prog = img[0];
+        if (img[0] === EMPTY || n_prog < 1 || n_prog > 65535) begin
+            $display("FAIL: malformed image %0s: the first word (%h) is not a program count", path, img[0]);
+            bad = 1;
+        end
+        ptr = 1;
+        for (p = 0; p < n_prog && bad == 0; p = p + 1) begin
+            rec_start = ptr;
+            n_code = img[ptr+1];
+            n_init = img[ptr+2];
+            n_exp  = img[ptr+3];
+            if (img[ptr] === EMPTY) begin
+                $display("FAIL: truncated image: the file ends before program %0d of %0d (word %0d)", p, n_prog, ptr);
+                bad = 1;
+            end else if (img[ptr] !== REC_MAGIC) begin
+                $display("FAIL: malformed image: program %0d record does not start with the record magic (word %0d)", p, ptr);
+                bad = 1;
+            end else if (n_code > IMEM_WORDS || n_init > EXTW || n_exp > EXTW
+                         || ptr + 4 + n_code + n_init + n_exp + 6 > MAXWORDS) begin
+                $display("FAIL: malformed image: program %0d sizes (code %0d, init %0d, expect %0d) do not fit (IMEM %0d, EXTW %0d, MAXWORDS %0d)",
+                         p, n_code, n_init, n_exp, IMEM_WORDS, EXTW, MAXWORDS);
+                bad = 1;
+            end else if (img[ptr + 4 + n_code + n_init + n_exp + 5] === EMPTY) begin
+                $display("FAIL: truncated image: program %0d record should end at word %0d, past the end of the file",
+                         p, ptr + 4 + n_code + n_init + n_exp + 5);
+                bad = 1;
+            end else begin
+                sum = 32'd0;
+                for (i = rec_start; i < rec_start + 4 + n_code + n_init + n_exp + 5; i = i + 1) sum = sum + img[i];
+                if (sum !== img[rec_start + 4 + n_code + n_init + n_exp + 5]) begin
+                    $display("FAIL: program %0d: checksum mismatch (record says %h, words sum to %h): the image was altered",
+                             p, img[rec_start + 4 + n_code + n_init + n_exp + 5], sum);
+                    bad = 1;
+                end
+            end
+            if (bad == 0) begin
+                // load the program and the external memory, clear the scratchpad, reset
+                @(negedge clk);
+                rst = 1'b1;
+                for (i = 0; i < IMEM_WORDS; i = i + 1) u_ga2.imem[i] = (i < n_code) ? img[ptr+4+i] : 32'd0;
+                for (i = 0; i < EXTW; i = i + 1) u_ext.mem[i] = (i < n_init) ? img[ptr+4+n_code+i] : 32'd0;
+                for (i = 0; i < SRAM_WORDS; i = i + 1) u_ga2.u_sram.mem[i] = 32'd0;
+                @(negedge clk);
+                @(negedge clk);
+                rst = 1'b0;
+                cyc = 0;
+                while (!halted && cyc < WATCHDOG) begin
+                    @(negedge clk);
+                    cyc = cyc + 1;
+                end
+                if (!halted) begin
+                    $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles", p, WATCHDOG);
+                    bad = 1;
+                end else if (illegal) begin
+                    $display("FAIL: program %0d halted on an illegal instruction", p);
+                    bad = 1;
+                end
+            end
+            if (bad == 0) begin
+                got_c[0] = c0; got_c[1] = c1; got_c[2] = c2; got_c[3] = c3; got_c[4] = c4;
+`ifdef DUMP
+                $display("COUNTERS %0d %0d %0d %0d %0d %0d", p, c0, c1, c2, c3, c4);
+`endif
+                total_cycles = total_cycles + c0;
+                for (i = 0; i < 5 && bad == 0; i = i + 1) begin
+                    want = img[ptr + 4 + n_code + n_init + n_exp + i];
+                    if (got_c[i] !== want) begin
+                        $display("MISMATCH: program %0d counter c%0d: expected %0d, got %0d", p, i, want, got_c[i]);
+                        bad = 1;
+                    end
+                end
+                for (i = 0; i < EXTW && bad == 0; i = i + 1) begin
+                    want = (i < n_exp) ? img[ptr + 4 + n_code + n_init + i] : 32'd0;
+                    got = u_ext.mem[i];
+                    if (got !== want) begin
+                        $display("MISMATCH: program %0d external word %0d: expected %h, got %h", p, i, want, got);
+                        bad = 1;
+                    end
+                end
+            end
+            ptr = ptr + 4 + n_code + n_init + n_exp + 6;
+        end
+        if (bad == 0 && img[ptr] !== EMPTY) begin
+            $display("FAIL: malformed image: words follow the last of the %0d programs (word %0d)", n_prog, ptr);
+            bad = 1;
+        end
+        if (bad == 0)
+            $display("PASS: %0d programs match the Python reference (memory and all five cycle counters), %0d cycles in total",
+                     n_prog, total_cycles);
+        $finish;
+    end
+endmodule
+`default_nettype wire
