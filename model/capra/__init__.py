@@ -1,0 +1,59 @@
+"""Capra: the int8 graph compiler for GA2 and the exact machine model of the chip.
+
+Book-level API (Chapters 11-12, SPEC section 4):
+
+    P = compile_graph(graph, calib, ranges=...)      a Program, with P.code
+    out = run(P, inputs)                              the program's integer semantics in numpy
+    out, mach = run(P, inputs, machine=True)          the same, executed by the machine model
+    ext = ext_image(P, inputs)                        the external memory image for the RTL
+
+``out[name] = (ints, floats)``: both lists of rows (argmax results are rows of one int).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import asm, isa
+from .compiler import CompileError, Program, compile_graph, ext_limit, pack_int8_rows, unpack_int8_rows
+from .graph import Graph, GraphError
+from .machine import HazardError, Machine, ProgramError, run_program
+from .reference import quantize_inputs, run_reference
+
+__all__ = [
+    "CompileError", "Graph", "GraphError", "HazardError", "Machine", "Program", "ProgramError",
+    "asm", "compile_graph", "ext_image", "isa", "run", "run_program",
+]
+
+
+def ext_image(P: Program, inputs: dict) -> list[int]:
+    """The program's external memory at start: constants, quantized inputs, zeroed outputs."""
+    words = list(P.const_words) + [0] * (P.ext_words - len(P.const_words))
+    for name, q in quantize_inputs(P, inputs).items():
+        t = P.tensors[name]
+        words[t.ext : t.ext + t.words] = pack_int8_rows(q)
+    return words
+
+
+def _read_output(P: Program, name: str, ext) -> np.ndarray:
+    t = P.tensors[name]
+    words = np.asarray(ext[t.ext : t.ext + t.words], dtype=np.int64)
+    if t.kind == "int32":
+        return words.astype(np.uint32).view(np.int32).astype(np.int64).reshape(t.rows, 1)
+    return unpack_int8_rows(words, t.rows, t.cols)
+
+
+def _as_output(P: Program, name: str, ints: np.ndarray) -> tuple[list[list[int]], list[list[float]]]:
+    t = P.tensors[name]
+    return ints.astype(int).tolist(), (ints * t.scale).astype(float).tolist()
+
+
+def run(P: Program, inputs: dict, machine: bool = False):
+    """Run a program. machine=False: the numpy integer semantics. machine=True: the GA2 machine
+    model on the program's memory image; returns (outputs, machine) so counters can be read."""
+    if not machine:
+        vals = run_reference(P, inputs)
+        return {name: _as_output(P, name, vals[name]) for name in P.outputs}
+    mach = run_program(P.code, ext_image(P, inputs), ext_limit())
+    out = {name: _as_output(P, name, _read_output(P, name, mach.ext)) for name in P.outputs}
+    return out, mach

@@ -1,0 +1,385 @@
+"""The int8 graph compiler: calibrate, quantize, place in memory, schedule, emit GA2 code.
+
+``compile_graph(graph, calib, ranges=...)`` returns a ``Program``: the code words, where every
+tensor lives in external memory and in the scratchpad, and the integer parameters of every node.
+The program's own integer semantics are also executable directly in numpy (``reference.py``), so
+a compiled program can be checked against the machine model exactly.
+
+Schedule. Compute instructions run in graph order. Weights and inputs are loaded by the DMA in
+the order they are first needed, one transfer ahead: while node i computes, the operand of the
+next load is already moving, so DMA time hides behind compute time. A WAIT precedes the first
+node that needs a transfer still in flight. Outputs are stored at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import asm, isa
+from .graph import Graph, Node
+from .quant import (
+    SOFTMAX_IN_SCALE,
+    SOFTMAX_OUT_SCALE,
+    CompileError,
+    multiplier,
+    pair_multiplier,
+    quantize,
+    scale_for,
+)
+
+
+def ext_limit() -> int:
+    """GA2_EXT, the external memory size in words (default 8192)."""
+    return int(os.environ.get("GA2_EXT", "8192"))
+
+
+@dataclass
+class Tensor:
+    """Where one tensor lives and how it is encoded."""
+
+    name: str
+    rows: int
+    cols: int
+    kind: str  # "int8" (packed rows) or "int32" (one word per row: argmax results)
+    scale: float = 1.0
+    sram: int = -1
+    ext: int = -1
+
+    @property
+    def row_words(self) -> int:
+        return isa.words_for(self.cols) if self.kind == "int8" else 1
+
+    @property
+    def words(self) -> int:
+        return self.rows * self.row_words
+
+
+@dataclass
+class Program:
+    """A compiled graph: GA2 code plus everything needed to build its memory image and read it back."""
+
+    name: str
+    code: list[int]
+    graph: Graph
+    tensors: dict[str, Tensor]
+    params: dict[str, dict]  # per node: the integer parameters of its computation
+    consts: dict[str, np.ndarray]  # quantized weights
+    const_words: list[int]  # the external-memory image of the constants (from word 0)
+    ext_words: int  # external memory the program uses (constants, inputs, outputs)
+    inputs: list[str]
+    outputs: list[str]
+    schedule: list[str] = field(default_factory=list)  # one line per emitted instruction group
+
+    def listing(self) -> str:
+        return asm.listing(self.code)
+
+
+# ---- calibration ---------------------------------------------------------------------------------
+
+
+def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
+    """Scale of every non-integer tensor: from the range groups, else from the calibration runs."""
+    if calib is None or len(calib) == 0:
+        raise CompileError(f"graph {graph.name!r}: missing calibration data (give at least one input set)")
+    max_abs: dict[str, float] = {n: 0.0 for n in graph.nodes}
+    for i, feeds in enumerate(calib):
+        missing = [n for n in graph.inputs if n not in feeds]
+        if missing:
+            raise CompileError(f"graph {graph.name!r}: calibration set {i} lacks input {missing[0]!r}")
+        for name, value in graph.evaluate(feeds).items():
+            if value.size:
+                max_abs[name] = max(max_abs[name], float(np.max(np.abs(value))))
+    ranges = dict(ranges or {})
+    group_max: dict[str, float] = {}
+    for node in graph.nodes.values():
+        g = node.attrs.get("range_group")
+        if g is not None:
+            group_max[g] = max(group_max.get(g, 0.0), max_abs[node.name])
+    scales = {}
+    for node in graph.nodes.values():
+        g = node.attrs.get("range_group")
+        if g is not None and g in ranges:
+            scales[node.name] = scale_for(float(ranges[g]))
+        elif g is not None:
+            scales[node.name] = scale_for(group_max[g])
+        else:
+            scales[node.name] = scale_for(max_abs[node.name])
+        if node.op == "softmax":
+            scales[node.name] = SOFTMAX_OUT_SCALE
+        if node.op == "relu":
+            scales[node.name] = scales[node.inputs[0]]  # relu keeps its input's scale
+        if node.op == "argmax":
+            scales[node.name] = 1.0
+    for node in graph.nodes.values():
+        if node.op == "concat":
+            a, b = node.inputs
+            if not np.isclose(scales[a], scales[b], rtol=1e-12) or not np.isclose(scales[a], scales[node.name]):
+                raise CompileError(f"concat {node.name!r}: inputs {a!r} and {b!r} have different scales; "
+                                   f"put them in one range group")
+        if node.op == "matmul" and any(c.op == "softmax" for c in graph.consumers(node.name)):
+            if node.attrs.get("range_group") is not None:
+                raise CompileError(f"matmul {node.name!r} feeds a softmax, so its scale is fixed at 1/16; "
+                                   f"it cannot also be in range group {node.attrs['range_group']!r}")
+            scales[node.name] = SOFTMAX_IN_SCALE
+    return scales
+
+
+# ---- the compiler ----------------------------------------------------------------------------------
+
+
+class _Emitter:
+    """Builds the instruction stream, remembering which DMA transfers are known to be complete."""
+
+    def __init__(self) -> None:
+        self.code: list[int] = []
+        self.notes: list[str] = []
+
+    def emit(self, words: list[int], note: str) -> None:
+        self.code += words
+        self.notes.append(note)
+
+
+def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
+    """Compile a graph for GA2 (see the module docstring). Raises CompileError naming node and limit."""
+    if not graph.outputs:
+        raise CompileError(f"graph {graph.name!r} has no outputs")
+    for node in graph.nodes.values():
+        if node.op not in ("input", "const", "matmul", "concat", "softmax", "add", "mul", "relu", "argmax"):
+            raise CompileError(f"node {node.name!r}: op {node.op!r} is not supported by GA2")
+        if node.op != "argmax" and any(graph.nodes[i].op == "argmax" for i in node.inputs):
+            raise CompileError(f"node {node.name!r}: an argmax result can only be an output")
+    scales = _calibrate(graph, calib, ranges)
+    tensors = {n.name: Tensor(n.name, n.shape[0], n.shape[1], "int32" if n.op == "argmax" else "int8",
+                              scales[n.name]) for n in graph.nodes.values()}
+    params = _integer_params(graph, scales)
+    consts = {n.name: quantize(n.attrs["value"], scales[n.name]) for n in graph.nodes.values() if n.op == "const"}
+    _place_sram(graph, tensors, params)
+    const_words, ext_words = _place_ext(graph, tensors, consts)
+    code, notes = _emit(graph, tensors, params)
+    if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
+        raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
+                           f"memory ({isa.IMEM_INSTRS - 1} and a HALT)")
+    return Program(graph.name, code, graph, tensors, params, consts, const_words, ext_words,
+                   graph.inputs, list(graph.outputs), notes)
+
+
+def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
+    """The integer multipliers and shifts of every computing node."""
+    params: dict[str, dict] = {}
+    for node in graph.nodes.values():
+        s = scales[node.name]
+        ins = [scales[i] for i in node.inputs]
+        if node.op == "matmul":
+            k = graph.shape(node.inputs[0])[1]
+            if k > isa.MM_MAX_K:
+                raise CompileError(f"matmul {node.name!r}: reduction length {k} exceeds GA2's limit {isa.MM_MAX_K}")
+            qa, qs = multiplier(ins[0] * ins[1] * node.attrs["scale"] / s, node.name)
+            params[node.name] = {"qa": qa, "qs": qs}
+        elif node.op == "add":
+            qa, qb, qs = pair_multiplier(ins[0] / s, ins[1] / s, node.name)
+            params[node.name] = {"qa": qa, "qb": qb, "qs": qs}
+        elif node.op == "mul":
+            qa, qs = multiplier(ins[0] * ins[1] / s, node.name)
+            params[node.name] = {"qa": qa, "qs": qs}
+        elif node.op == "softmax":
+            src = graph.nodes[node.inputs[0]]
+            p: dict = {"sink": None}
+            if node.attrs["sink"] is not None:
+                p["sink"] = int(np.clip(np.floor(node.attrs["sink"] / SOFTMAX_IN_SCALE + 0.5), -128, 127))
+            if not np.isclose(ins[0], SOFTMAX_IN_SCALE) or src.op != "matmul":
+                # rescale to 1/16 with an ADD whose second multiplier is zero
+                qa, qs = multiplier(ins[0] / SOFTMAX_IN_SCALE, node.name, "softmax input rescale")
+                p["rescale"] = (qa, qs)
+            params[node.name] = p
+    return params
+
+
+def _place_sram(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> None:
+    """Give every tensor scratchpad words. A concat's inputs live inside the concat's region."""
+    inside: dict[str, tuple[str, int]] = {}
+    for node in graph.nodes.values():
+        if node.op == "concat":
+            a, b = node.inputs
+            for part, offset in ((a, 0), (b, tensors[a].words)):
+                if part in inside:
+                    raise CompileError(f"node {part!r} feeds two concats; GA2 keeps one copy of a tensor")
+                if graph.nodes[part].op == "const":
+                    raise CompileError(f"concat {node.name!r}: constant {part!r} cannot be a concat input")
+                inside[part] = (node.name, offset)
+    top = 0
+
+    def alloc(words: int, name: str) -> int:
+        nonlocal top
+        base = top
+        top += words
+        if top > isa.SRAM_WORDS:
+            raise CompileError(f"node {name!r}: needs scratchpad words {base}..{top - 1}, "
+                               f"beyond the SRAM of {isa.SRAM_WORDS} words")
+        return base
+
+    for name in reversed(list(graph.nodes)):  # a concat is placed before its inputs
+        if name in inside:
+            continue
+        if graph.nodes[name].op == "concat":
+            tensors[name].sram = alloc(tensors[name].words, name)
+    for name in graph.nodes:
+        t = tensors[name]
+        if name in inside:
+            continue
+        if t.sram < 0:
+            t.sram = alloc(t.words, name)
+        if "rescale" in params.get(name, {}):
+            params[name]["tmp"] = alloc(t.words, name + ".rescaled")
+
+    def resolve(name: str) -> int:
+        parent, offset = inside[name]
+        if tensors[parent].sram < 0:
+            tensors[parent].sram = resolve(parent)
+        return tensors[parent].sram + offset
+
+    for name in inside:
+        tensors[name].sram = resolve(name)
+
+
+def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.ndarray]) -> tuple[list[int], int]:
+    """External memory map: constants from word 0, then inputs, then outputs."""
+    limit = ext_limit()
+    if limit > isa.MAX_EXTW:
+        raise CompileError(f"GA2_EXT={limit} exceeds the 16-bit external address space ({isa.MAX_EXTW} words)")
+    words: list[int] = []
+    top = 0
+    placed = [n for n in graph.nodes.values() if n.op == "const"]
+    placed += [n for n in graph.nodes.values() if n.op == "input"]
+    placed += [graph.nodes[o] for o in graph.outputs]
+    for node in placed:
+        t = tensors[node.name]
+        if t.ext >= 0:
+            raise CompileError(f"node {node.name!r} is both an input and an output")
+        t.ext = top
+        top += t.words
+        if top > limit:
+            raise CompileError(f"node {node.name!r}: the program's data needs {top} words of external memory, "
+                               f"more than GA2_EXT={limit}")
+        if node.op == "const":
+            words += pack_int8_rows(consts[node.name])
+    return words, top
+
+
+def pack_int8_rows(values: np.ndarray) -> list[int]:
+    """int8 matrix -> packed words (lane 0 in the low byte, lanes past the row end zero)."""
+    values = np.asarray(values, dtype=np.int64)
+    rows, cols = values.shape
+    w = isa.words_for(cols)
+    lanes = np.zeros((rows, w * isa.LANES), dtype=np.int8)
+    lanes[:, :cols] = values
+    return [int(x) for x in lanes.reshape(-1).view(np.uint32)]
+
+
+def unpack_int8_rows(words, rows: int, cols: int) -> np.ndarray:
+    w = isa.words_for(cols)
+    arr = np.asarray(words, dtype=np.int64).astype(np.uint32)
+    return arr.view(np.int8).reshape(rows, w * isa.LANES)[:, :cols].astype(np.int64)
+
+
+def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> tuple[list[int], list[str]]:
+    """The instruction stream: loads one ahead of the compute that needs them, then stores, HALT."""
+    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
+    loads: list[str] = []
+    first_use: dict[str, int] = {}
+
+    def sources(name: str) -> list[str]:
+        node = graph.nodes[name]
+        if node.op == "concat":
+            return [s for i in node.inputs for s in sources(i)]
+        return [name] if node.op in ("const", "input") else []
+
+    for i, node in enumerate(compute):
+        for inp in node.inputs:
+            for src in sources(inp):
+                if src not in first_use:
+                    first_use[src] = i
+                    loads.append(src)
+    for name in graph.inputs + [n.name for n in graph.nodes.values() if n.op == "const"]:
+        if name not in first_use:
+            first_use[name] = len(compute)
+            loads.append(name)  # unused by compute (e.g. an input that is also copied out)
+    load_index = {name: i for i, name in enumerate(loads)}
+
+    out = _Emitter()
+
+    def load(name: str) -> None:
+        t = tensors[name]
+        out.emit(asm.load(t.sram, t.ext, 1, t.words), f"load {name} ({t.words} words)")
+
+    issued = done = 0
+    for node in compute:
+        need = 1 + max([load_index[s] for inp in node.inputs for s in sources(inp)], default=-1)
+        if need > done:
+            while issued < need:
+                load(loads[issued])
+                issued += 1
+            out.emit(asm.wait(), f"wait for the operands of {node.name}")
+            done = issued
+        if issued < len(loads):
+            load(loads[issued])
+            issued += 1
+        _emit_node(out, graph, node, tensors, params)
+    while issued < len(loads):
+        load(loads[issued])
+        issued += 1
+    for name in graph.outputs:
+        t = tensors[name]
+        out.emit(asm.store(t.sram, t.ext, 1, t.words), f"store {name}")
+    out.emit(asm.halt(), "halt (waits for the last store)")
+    return out.code, out.notes
+
+
+def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict]) -> None:
+    t = tensors[node.name]
+    src = [tensors[i] for i in node.inputs]
+    p = params.get(node.name, {})
+    if node.op == "matmul":
+        a, b = src
+        k = a.cols
+        out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
+        out.emit(asm.mm(a.sram, b.sram, t.sram, a.rows, k, t.cols, out8=True, relu=node.attrs["relu"],
+                        brows=not node.attrs["transpose_b"]), f"mm {node.name}")
+        return
+    if node.op == "softmax":
+        x = src[0]
+        base = x.sram
+        if "rescale" in p:
+            qa, qs = p["rescale"]
+            out.emit(asm.qcfg(qa=qa, qb=0, shift=qs), f"qcfg rescale for {node.name}")
+            _rowwise(out, isa.VEC_ADD, x, x, p["tmp"], f"rescale {node.name}")
+            base = p["tmp"]
+        for r in range(x.rows):
+            out.emit(asm.smax(base + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"]),
+                     f"smax {node.name} row {r}")
+        return
+    if node.op == "argmax":
+        x = src[0]
+        for r in range(x.rows):
+            out.emit(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}")
+        return
+    if node.op == "add":
+        out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
+        _rowwise(out, isa.VEC_ADD, src[0], src[1], t.sram, f"add {node.name}")
+    elif node.op == "mul":
+        out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
+        _rowwise(out, isa.VEC_MUL, src[0], src[1], t.sram, f"mul {node.name}")
+    elif node.op == "relu":
+        _rowwise(out, isa.VEC_RELU, src[0], src[0], t.sram, f"relu {node.name}")
+
+
+def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: int, note: str) -> None:
+    """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
+    if a.cols % isa.LANES == 0:
+        out.emit(asm.vec(sub, a.sram, dst, a.rows * a.cols, b=b.sram), note)
+        return
+    for r in range(a.rows):
+        off = r * a.row_words
+        out.emit(asm.vec(sub, a.sram + off, dst + off, a.cols, b=b.sram + off), f"{note} row {r}")

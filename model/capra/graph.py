@@ -1,0 +1,165 @@
+"""The graph IR: a small dataflow graph of 2-D tensors, and its float evaluation.
+
+Every value is a matrix of rows (a batch of rows, or the cached rows of a context). The ops are
+the ones a decoder layer needs and GA2 executes:
+
+    input, const       tensors from the host, weights
+    matmul             a @ b, or a @ b.T (transpose_b), with an optional constant scale and ReLU
+    concat             the rows of a, then the rows of b (the cached rows plus the new one)
+    softmax            along each row, optionally with one extra sink logit per row
+    add, mul           element-wise between two tensors of the same shape
+    relu               element-wise
+    argmax             per row, an integer
+
+Graphs are built with the methods below (each returns the new node's name) and evaluated in
+float64 by ``evaluate``, which is what calibration runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OPS = ("input", "const", "matmul", "concat", "softmax", "add", "mul", "relu", "argmax")
+
+
+class GraphError(ValueError):
+    """A graph that is malformed: an unknown input, mismatched shapes, a duplicate name."""
+
+
+@dataclass
+class Node:
+    name: str
+    op: str
+    inputs: list[str]
+    shape: tuple[int, int]
+    attrs: dict = field(default_factory=dict)
+
+
+class Graph:
+    """An ordered set of nodes (topological by construction) with named outputs."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.nodes: dict[str, Node] = {}
+        self.outputs: list[str] = []
+
+    # ---- construction -------------------------------------------------------------------------
+    def _add(self, name: str, op: str, inputs: list[str], shape: tuple[int, int], **attrs) -> str:
+        if name in self.nodes:
+            raise GraphError(f"node {name!r} is defined twice")
+        for i in inputs:
+            if i not in self.nodes:
+                raise GraphError(f"node {name!r}: unknown input {i!r}")
+        if shape[0] < 1 or shape[1] < 1:
+            raise GraphError(f"node {name!r}: empty shape {shape}")
+        self.nodes[name] = Node(name, op, list(inputs), (int(shape[0]), int(shape[1])), attrs)
+        return name
+
+    def shape(self, name: str) -> tuple[int, int]:
+        return self.nodes[name].shape
+
+    def input(self, name: str, shape: tuple[int, int], range_group: str | None = None) -> str:
+        return self._add(name, "input", [], shape, range_group=range_group)
+
+    def const(self, name: str, value) -> str:
+        value = np.atleast_2d(np.asarray(value, dtype=np.float64))
+        if value.ndim != 2:
+            raise GraphError(f"const {name!r} must be 2-D, got shape {value.shape}")
+        return self._add(name, "const", [], value.shape, value=value)
+
+    def matmul(self, name: str, a: str, b: str, transpose_b: bool = False, scale: float = 1.0,
+               relu: bool = False, range_group: str | None = None) -> str:
+        (ra, ka), (rb, cb) = self.shape(a), self.shape(b)
+        k, m = (cb, rb) if transpose_b else (rb, cb)
+        if ka != k:
+            raise GraphError(f"matmul {name!r}: {a} is {ra}x{ka} but {b}{'.T' if transpose_b else ''} "
+                             f"has {k} rows")
+        return self._add(name, "matmul", [a, b], (ra, m), transpose_b=transpose_b, scale=float(scale),
+                         relu=relu, range_group=range_group)
+
+    def concat(self, name: str, a: str, b: str) -> str:
+        (ra, ca), (rb, cb) = self.shape(a), self.shape(b)
+        if ca != cb:
+            raise GraphError(f"concat {name!r}: {a} has {ca} columns, {b} has {cb}")
+        group = self.nodes[a].attrs.get("range_group")
+        return self._add(name, "concat", [a, b], (ra + rb, ca), range_group=group)
+
+    def softmax(self, name: str, x: str, sink: float | None = None) -> str:
+        return self._add(name, "softmax", [x], self.shape(x), sink=sink)
+
+    def _elementwise(self, name: str, op: str, a: str, b: str) -> str:
+        if self.shape(a) != self.shape(b):
+            raise GraphError(f"{op} {name!r}: shapes {self.shape(a)} and {self.shape(b)} differ")
+        return self._add(name, op, [a, b], self.shape(a))
+
+    def add(self, name: str, a: str, b: str) -> str:
+        return self._elementwise(name, "add", a, b)
+
+    def mul(self, name: str, a: str, b: str) -> str:
+        return self._elementwise(name, "mul", a, b)
+
+    def relu(self, name: str, x: str) -> str:
+        return self._add(name, "relu", [x], self.shape(x))
+
+    def argmax(self, name: str, x: str) -> str:
+        return self._add(name, "argmax", [x], (self.shape(x)[0], 1))
+
+    def set_outputs(self, names: list[str]) -> None:
+        for n in names:
+            if n not in self.nodes:
+                raise GraphError(f"output {n!r} is not a node")
+        self.outputs = list(names)
+
+    # ---- queries -------------------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[str]:
+        return [n.name for n in self.nodes.values() if n.op == "input"]
+
+    def consumers(self, name: str) -> list[Node]:
+        return [n for n in self.nodes.values() if name in n.inputs]
+
+    # ---- float evaluation -------------------------------------------------------------------------
+    def evaluate(self, feeds: dict) -> dict[str, np.ndarray]:
+        """Every node's float64 value for the given inputs (lists of rows or arrays)."""
+        vals: dict[str, np.ndarray] = {}
+        for node in self.nodes.values():
+            vals[node.name] = self._eval_node(node, vals, feeds)
+        return vals
+
+    def _eval_node(self, node: Node, vals: dict, feeds: dict) -> np.ndarray:
+        args = [vals[i] for i in node.inputs]
+        op = node.op
+        if op == "input":
+            if node.name not in feeds:
+                raise GraphError(f"input {node.name!r} is missing")
+            value = np.asarray(feeds[node.name], dtype=np.float64).reshape(-1, node.shape[1]) \
+                if np.size(feeds[node.name]) else np.zeros((0, node.shape[1]))
+            if value.shape != node.shape:
+                raise GraphError(f"input {node.name!r} has shape {value.shape}, the graph wants {node.shape}")
+            return value
+        if op == "const":
+            return node.attrs["value"]
+        if op == "matmul":
+            a, b = args
+            y = a @ (b.T if node.attrs["transpose_b"] else b) * node.attrs["scale"]
+            return np.maximum(y, 0.0) if node.attrs["relu"] else y
+        if op == "concat":
+            return np.vstack(args)
+        if op == "softmax":
+            x = args[0]
+            sink = node.attrs["sink"]
+            m = x.max(axis=1, keepdims=True) if sink is None else np.maximum(x.max(axis=1, keepdims=True), sink)
+            e = np.exp(x - m)
+            total = e.sum(axis=1, keepdims=True) + (0.0 if sink is None else np.exp(sink - m))
+            return e / total
+        if op == "add":
+            return args[0] + args[1]
+        if op == "mul":
+            return args[0] * args[1]
+        if op == "relu":
+            return np.maximum(args[0], 0.0)
+        if op == "argmax":
+            return np.argmax(args[0], axis=1).astype(np.float64)[:, None]
+        raise GraphError(f"node {node.name!r}: unsupported op {op!r}")

@@ -1,0 +1,65 @@
+"""The integer semantics of a compiled program, executed directly in numpy (no machine model).
+
+This is what ``capra.run(P, inputs)`` computes: every node in int8 / int32 with the program's own
+multipliers and shifts, using the hardware's requantization and softmax definitions. The machine
+model must reproduce it exactly from the generated code; the tests hold them to that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .compiler import Program
+from .machine import requantize, softmax_int8, wrap32
+from .quant import quantize
+
+
+def quantize_inputs(P: Program, inputs: dict) -> dict[str, np.ndarray]:
+    """The int8 rows of every graph input, checked against the shapes the program was built for."""
+    q = {}
+    for name in P.inputs:
+        t = P.tensors[name]
+        if name not in inputs:
+            raise ValueError(f"program {P.name!r}: input {name!r} is missing")
+        value = np.asarray(inputs[name], dtype=np.float64)
+        if value.size != t.rows * t.cols:
+            raise ValueError(f"program {P.name!r}: input {name!r} has {value.size} values, "
+                             f"the program expects {t.rows} x {t.cols}")
+        q[name] = quantize(value.reshape(t.rows, t.cols), t.scale)
+    return q
+
+
+def run_reference(P: Program, inputs: dict) -> dict[str, np.ndarray]:
+    """Integer value of every node."""
+    vals: dict[str, np.ndarray] = dict(quantize_inputs(P, inputs))
+    for node in P.graph.nodes.values():
+        name, op = node.name, node.op
+        args = [vals[i] for i in node.inputs]
+        p = P.params.get(name, {})
+        if op == "input":
+            continue
+        if op == "const":
+            vals[name] = P.consts[name]
+        elif op == "matmul":
+            a, b = args
+            acc = wrap32(a @ (b.T if node.attrs["transpose_b"] else b))
+            if node.attrs["relu"]:
+                acc = np.maximum(acc, 0)
+            vals[name] = requantize(acc, p["qa"], p["qs"])
+        elif op == "concat":
+            vals[name] = np.vstack(args)
+        elif op == "softmax":
+            x = args[0]
+            if "rescale" in p:
+                qa, qs = p["rescale"]
+                x = requantize(x * qa, 1, qs)
+            vals[name] = np.vstack([softmax_int8(row, p["sink"]) for row in x])
+        elif op == "add":
+            vals[name] = requantize(args[0] * p["qa"] + args[1] * p["qb"], 1, p["qs"])
+        elif op == "mul":
+            vals[name] = requantize(args[0] * args[1], p["qa"], p["qs"])
+        elif op == "relu":
+            vals[name] = np.maximum(args[0], 0)
+        elif op == "argmax":
+            vals[name] = np.argmax(args[0], axis=1)[:, None]
+    return vals
