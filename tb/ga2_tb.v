@@ -21,7 +21,7 @@ module ga2_tb;
     `define WATCHDOG 2000000
 `endif
 `ifndef MAXWORDS
-    `define MAXWORDS 1048576
+    `define MAXWORDS 524288
 `endif
     localparam integer EXTW       = `EXTW;
     localparam integer WATCHDOG   = `WATCHDOG;

@@ -1,0 +1,64 @@
+# Capra: make sim (the Chapter 15 run on both simulators), make test (the whole suite).
+# Every target creates the virtual environment it needs from pyproject.toml.
+
+PYTHON3 ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+
+.PHONY: sim test lint mut mut-all examples figures bench waves ch12 report tools clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "Python 3.11 or newer is needed (found $$($(PYTHON3) --version))"; exit 1; }
+	$(PYTHON3) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+	  > $(VENV)/requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	@touch $@
+
+# One line saying what to install when a simulator is missing.
+tools:
+	@command -v iverilog >/dev/null 2>&1 || { echo "Icarus Verilog is missing: apt-get install iverilog"; exit 1; }
+	@command -v verilator >/dev/null 2>&1 || { echo "Verilator is missing: apt-get install verilator"; exit 1; }
+
+sim: $(STAMP) tools
+	$(PY) tools/ch15_run.py
+
+test: $(STAMP) tools
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	verilator --lint-only -Wall -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
+	$(PY) -m ruff check model tools tests
+	$(PY) tools/gen_exp_lut.py --check
+
+mut: $(STAMP) tools
+	$(PY) tools/mut_ch15.py
+
+mut-all: $(STAMP) tools
+	$(PY) tools/mut_ch15.py --all
+
+examples: $(STAMP)
+	$(PY) tools/ch15_example_a.py
+	$(PY) tools/ch15_example_b.py
+
+figures: $(STAMP)
+	$(PY) tools/ch15_figures.py
+
+ch12: $(STAMP) tools
+	$(PY) tools/ch12_run.py
+
+report: $(STAMP)
+	$(PY) tools/decode_report.py
+
+bench: $(STAMP) tools
+	$(PY) tools/bench.py
+	$(PY) tools/gather_bench.py
+
+waves: $(STAMP) tools
+	$(PY) tools/waves.py
+
+clean:
+	rm -rf out/sim out/cocotb out/tests out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis

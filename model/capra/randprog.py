@@ -1,0 +1,122 @@
+"""Random valid GA2 programs: random instruction mixes over random data, for the replay tests.
+
+A program is grown one instruction at a time. Each candidate is tried on a copy of a machine
+model that has run the program so far; candidates the model rejects (a race with the DMA, an
+operand past the end of the scratchpad) are dropped, so every program produced is valid and
+exercises DMA/compute overlap wherever the model allows it. Results reach external memory through
+STOREs, because that is what the testbench compares (with all five counters).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+
+from . import asm, isa
+from .machine import Machine, ProgramError
+
+EXTW = 1024  # external memory of the random programs
+DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
+
+
+def _pick_qcfg(rng: random.Random) -> list[int]:
+    """Requantization settings biased towards useful ranges, with the extremes now and then."""
+    roll = rng.random()
+    if roll < 0.1:
+        return asm.qcfg(qa=rng.choice([0, 1, 0xFFFF]), qb=rng.choice([0, 1, 0xFFFF]),
+                        shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=rng.randrange(0, 3800))
+    return asm.qcfg(qa=rng.randrange(1, 1 << 16), qb=rng.randrange(0, 1 << 16),
+                    shift=rng.randrange(8, 26), bias=rng.randrange(0, 3800))
+
+
+def _candidate(rng: random.Random) -> list[int]:
+    sram = lambda: rng.randrange(0, 3500)  # noqa: E731 - a short local helper reads best here
+    kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"],
+                       weights=[5, 2, 1, 2, 4, 4, 2])[0]
+    if kind == "load":
+        rows, cols = rng.randint(1, 4), rng.randint(1, 24)
+        return asm.load(sram(), rng.randrange(0, DATA_WORDS - 100), rows, cols,
+                        ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
+    if kind == "store":
+        rows, cols = rng.randint(1, 3), rng.randint(1, 24)
+        return asm.store(sram(), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
+                         ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
+    if kind == "wait":
+        return asm.wait()
+    if kind == "qcfg":
+        return _pick_qcfg(rng)
+    if kind == "mm":
+        return asm.mm(sram(), sram(), sram(), rng.randint(1, 6), rng.randint(1, 40), rng.randint(1, 11),
+                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=rng.random() < 0.3,
+                      brows=rng.random() < 0.5)
+    if kind == "vec":
+        sub = rng.choice(list(isa.VEC_NAMES))
+        a = sram()
+        n = rng.randint(1, 70)
+        dst = a if rng.random() < 0.2 else sram()
+        return asm.vec(sub, a, dst, n, b=sram())
+    src = sram()
+    return asm.smax(src, src if rng.random() < 0.2 else sram(), rng.randint(1, 70),
+                    sink=rng.randint(-128, 127) if rng.random() < 0.4 else None)
+
+
+def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:
+    """A valid random program of about `length` instructions and its external memory image."""
+    rng = random.Random(seed)
+    ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
+    mach = Machine.with_ext(ext, EXTW)
+    mach.sram[:] = 0
+    code: list[int] = []
+    pc = 0
+    attempts = 0
+    while pc < length and attempts < 50 * length:
+        attempts += 1
+        words = _candidate(rng)
+        trial = copy.deepcopy(mach)
+        try:
+            trial.step(pc, isa.Instr.decode(words))
+        except ProgramError:
+            continue
+        mach = trial
+        code += words
+        pc += 1
+        if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
+            # make the result visible: store the words just written
+            ins = isa.Instr.decode(words)
+            dst = ins.c
+            store = asm.store(dst, rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, 24))
+            trial = copy.deepcopy(mach)
+            try:
+                trial.step(pc, isa.Instr.decode(store))
+            except ProgramError:
+                continue
+            mach = trial
+            code += store
+            pc += 1
+    code += asm.halt()
+    return code, ext
+
+
+def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
+    """Small programs written by hand for the corners: empty, DMA only, every unit once, overlap."""
+    rng = np.random.default_rng(7)
+    ext = [int(x) for x in rng.integers(0, 1 << 32, size=256, dtype=np.uint64)]
+    progs = [
+        ("halt only", asm.halt(), ext),
+        ("load and store back", asm.load(0, 0, 2, 16) + asm.store(0, 300, 2, 16) + asm.halt(), ext),
+        ("strided dma", asm.load(10, 5, 4, 3, ext_stride=7, sram_stride=5)
+         + asm.wait() + asm.store(10, 400, 4, 5, ext_stride=6, sram_stride=5) + asm.halt(), ext),
+        ("wait with nothing in flight", asm.wait() + asm.wait() + asm.halt(), ext),
+        ("dma overlaps a matmul", asm.load(0, 0, 1, 64) + asm.wait() + asm.load(200, 64, 1, 100)
+         + asm.qcfg(qa=9000, shift=16) + asm.mm(0, 16, 100, 1, 16, 16, out8=True, brows=True)
+         + asm.store(100, 600, 1, 4) + asm.halt(), ext),
+        ("softmax with and without sink", asm.load(0, 0, 1, 16) + asm.wait()
+         + asm.smax(0, 20, 61) + asm.smax(0, 40, 61, sink=127) + asm.smax(0, 60, 5, sink=-128)
+         + asm.store(20, 500, 1, 60) + asm.halt(), ext),
+        ("argmax of ties", asm.vec(isa.VEC_ARGMAX, 0, 5, 9) + asm.store(5, 700, 1, 1) + asm.halt(), ext),
+        ("int32 matmul with bias and relu", asm.load(0, 0, 1, 80) + asm.wait() + asm.qcfg(bias=40)
+         + asm.mm(0, 8, 100, 5, 7, 9, bias=True, relu=True) + asm.store(100, 500, 1, 45) + asm.halt(), ext),
+    ]
+    return progs

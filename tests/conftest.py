@@ -1,0 +1,20 @@
+"""Shared pytest setup: the model/ and tools/ folders on the path, and simulator availability."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+for sub in ("model", "tools"):
+    if str(ROOT / sub) not in sys.path:
+        sys.path.insert(0, str(ROOT / sub))
+
+
+def _need(tool: str):
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed")
+
+
+needs_icarus = _need("iverilog")
+needs_verilator = _need("verilator")

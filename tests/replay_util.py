@@ -1,0 +1,34 @@
+"""Helpers for the RTL replay tests: write an image, run a simulator, parse its verdict and counters."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import ga2_progs
+import hw
+
+COUNTER_RE = re.compile(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
+SIMULATORS = {"icarus": hw.sim_icarus, "verilator": hw.sim_verilator}
+
+
+def verdict(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith(("PASS", "FAIL", "MISMATCH"))]
+    assert len(lines) == 1, f"expected exactly one verdict line, got {lines!r} in:\n{output[-2000:]}"
+    return lines[0]
+
+
+def counters(output: str) -> dict[int, list[int]]:
+    return {int(m.group(1)): [int(x) for x in m.groups()[1:]] for m in COUNTER_RE.finditer(output)}
+
+
+def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -> tuple[int, str]:
+    """Write the image under out/tests/ and run it; words_or_records is a list of records or raw words."""
+    path = Path(hw.ROOT) / "out" / "tests" / f"{name}.hex"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if words_or_records and isinstance(words_or_records[0], list):
+        ga2_progs.write_image(words_or_records, path)
+    else:
+        path.write_text("".join(f"{w & 0xFFFFFFFF:08x}\n" for w in words_or_records))
+    defines = (f"EXTW={extw}", "DUMP", *extra_defines)
+    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",))

@@ -1,0 +1,55 @@
+"""The ISA is defined once in Python; the Verilog constants and the exponent table must agree."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from capra import isa
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _verilog_params() -> dict[str, int]:
+    text = (ROOT / "rtl" / "ga2_defs.vh").read_text()
+    found = {}
+    for name, value in re.findall(r"localparam\s+(?:integer|\[\d+:0\])\s+(\w+)\s*=\s*([^;]+);", text):
+        value = value.strip()
+        m = re.fullmatch(r"\d+'d(\d+)", value)
+        found[name] = int(m.group(1)) if m else int(value)
+    return found
+
+
+def test_every_verilog_constant_equals_python():
+    v = _verilog_params()
+    expected = {
+        "GA2_N": isa.N, "GA2_LANES": isa.LANES, "GA2_SRAM_WORDS": isa.SRAM_WORDS,
+        "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
+        "GA2_MM_MAX_K": isa.MM_MAX_K, "GA2_DMA_SETUP": isa.DMA_SETUP, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
+        "GA2_MAX_SHIFT": isa.MAX_SHIFT, "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
+        "MM_BROWS": isa.MM_BROWS, "SM_SINK": isa.SM_SINK,
+    }
+    for name in ("HALT", "LOAD", "STORE", "WAIT", "QCFG", "MM", "VEC", "SMAX"):
+        expected[f"OP_{name}"] = getattr(isa, f"OP_{name}")
+    for name in ("COPY", "ADD", "MUL", "MAX", "RELU", "ARGMAX"):
+        expected[f"VEC_{name}"] = getattr(isa, f"VEC_{name}")
+    assert {k: v.get(k) for k in expected} == expected
+    assert set(v) == set(expected), f"constants only in Verilog: {set(v) - set(expected)}"
+
+
+def test_exp_lut_verilog_is_generated_from_the_model_table():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_exp_lut.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_instruction_encoding_round_trips():
+    ins = isa.Instr(op=isa.OP_MM, flags=0xF, sub=3, cnt=0xFFFF, a=1, b=0xFFFF, c=2, d=3, e=0xFFFFFFFF)
+    assert isa.Instr.decode(ins.encode()) == ins
+
+
+def test_field_overflow_is_an_error_naming_the_field():
+    import pytest
+
+    with pytest.raises(ValueError, match="field cnt=65536"):
+        isa.Instr(op=isa.OP_VEC, cnt=1 << 16).encode()

@@ -1,0 +1,125 @@
+"""The machine model on its own: numerics against independent formulas, timing, and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from int_reference import requantize_ref, softmax_ref
+
+from capra import asm, isa
+from capra.machine import HazardError, Machine, ProgramError, requantize, run_program, softmax_int8
+
+
+def pack(values) -> list[int]:
+    v = np.zeros(-(-len(values) // 4) * 4, dtype=np.int8)
+    v[: len(values)] = values
+    return [int(w) for w in v.view(np.uint32)]
+
+
+def int8_words(words, n) -> list[int]:
+    return list(np.asarray(words, dtype=np.uint32).view(np.int8)[:n])
+
+
+def test_requantize_matches_independent_formula_on_extremes_and_random():
+    rng = np.random.default_rng(0)
+    accs = [-(1 << 31), (1 << 31) - 1, 0, 1, -1] + [int(x) for x in rng.integers(-(1 << 31), 1 << 31, 300)]
+    for mult in (0, 1, 0xFFFF, 12345):
+        for shift in (0, 1, 13, isa.MAX_SHIFT):
+            got = requantize(np.array(accs), mult, shift)
+            assert list(got) == [requantize_ref(a, mult, shift) for a in accs]
+
+
+def test_softmax_matches_independent_formula():
+    rng = np.random.default_rng(1)
+    for n in (1, 3, 16, 61):
+        for sink in (None, -128, 0, 127):
+            x = rng.integers(-128, 128, n)
+            assert list(softmax_int8(x, sink)) == softmax_ref(list(x), sink)
+
+
+def test_softmax_probabilities_sum_to_about_one():
+    p = softmax_int8(np.array([16, 0, -16, 5]), None)
+    assert abs(int(p.sum()) - 128) <= 4
+
+
+def test_matmul_both_layouts_against_numpy():
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, (3, 10))
+    b = rng.integers(-128, 128, (10, 6))
+    ext = [w for row in a for w in pack(row)] + [w for row in b for w in pack(row)] + [w for row in b.T for w in pack(row)]
+    a_w, b_w = 3 * 3, 10 * 2
+    code = (asm.load(0, 0, 1, len(ext)) + asm.wait()
+            + asm.mm(0, a_w, 200, 3, 10, 6, brows=True)
+            + asm.mm(0, a_w + b_w, 300, 3, 10, 6)
+            + asm.store(200, 500, 1, 18) + asm.store(300, 600, 1, 18) + asm.halt())
+    m = run_program(code, ext, 1024)
+    want = (a @ b).reshape(-1)
+    assert list(m.ext[500:518].view(np.int32)) == list(want)
+    assert list(m.ext[600:618].view(np.int32)) == list(want)
+
+
+def test_cycle_counts_follow_the_documented_formulas():
+    code = (asm.load(0, 0, 2, 8) + asm.wait() + asm.qcfg(qa=1) + asm.mm(0, 0, 100, 1, 8, 4, out8=True)
+            + asm.vec(isa.VEC_RELU, 0, 200, 9) + asm.smax(0, 300, 9) + asm.halt())
+    m = run_program(code, [1] * 16, 64)
+    dma = isa.DMA_SETUP + 16
+    mm = 1 * 2 + (4 * 2) + (8 + 2 * isa.N - 1) + 1  # load A, load B, array, write
+    vec = 3 + 1
+    smax = 3 * 3 + isa.DIV_CYCLES + 1
+    fetches = 7
+    stall = dma + 1 - 1  # the WAIT is fetched in cycle 1; the DMA is busy in cycles 1..dma
+    assert m.counters.as_list() == [fetches + stall + mm + vec + smax, dma, mm, vec + smax, stall]
+
+
+def test_dma_runs_in_background_and_wait_stalls_for_it():
+    ext = list(range(100))
+    fast = run_program(asm.load(0, 0, 1, 50) + asm.halt(), ext, 128)
+    assert fast.counters.dma_stall == fast.counters.dma_busy  # HALT waited for the whole transfer
+    assert fast.counters.cycles == 1 + fast.counters.dma_busy + 1
+
+
+def test_compute_racing_the_dma_is_rejected():
+    code = asm.load(0, 0, 1, 50) + asm.vec(isa.VEC_COPY, 10, 100, 4) + asm.halt()
+    with pytest.raises(HazardError, match="instruction 1 touches SRAM word 10"):
+        run_program(code, list(range(64)), 64)
+    # the same read after a WAIT is fine, and so is a disjoint region without one
+    run_program(asm.load(0, 0, 1, 50) + asm.wait() + asm.vec(isa.VEC_COPY, 10, 100, 4) + asm.halt(), [1] * 64, 64)
+    run_program(asm.load(0, 0, 1, 50) + asm.vec(isa.VEC_COPY, 60, 100, 4) + asm.halt(), [1] * 64, 64)
+
+
+def test_writing_what_a_store_is_reading_is_rejected():
+    code = asm.store(0, 10, 1, 20) + asm.vec(isa.VEC_COPY, 100, 5, 4) + asm.halt()
+    with pytest.raises(HazardError, match="STORE reads"):
+        run_program(code, [], 64)
+
+
+@pytest.mark.parametrize("code, message", [
+    (asm.load(4000, 0, 1, 200) + asm.halt(), "DMA reaches SRAM word"),
+    (asm.load(0, 60, 1, 10) + asm.halt(), "EXTW=64"),
+    (asm.mm(0, 0, 100, 1, 2000, 4) + asm.halt(), "K <= 1024"),
+    (asm.mm(0, 10, 12, 2, 16, 4) + asm.halt(), "output overlaps"),
+    (asm.vec(isa.VEC_ADD, 0, 1, 16, b=40) + asm.halt(), "partly overlaps"),
+    (asm.qcfg(shift=48) + asm.halt(), "shift 48"),
+    ([0xF0000000, 0, 0, 0], "unknown opcode 15"),
+    (asm.smax(0, 0, 0) + asm.halt(), "SMAX of 0"),
+])
+def test_invalid_programs_raise_program_error_naming_the_problem(code, message):
+    with pytest.raises(ProgramError, match=message):
+        run_program(code, [0] * 64, 64)
+
+
+def test_program_longer_than_instruction_memory_is_rejected():
+    with pytest.raises(ProgramError, match="exceeds IMEM"):
+        Machine.with_ext([], 64).run(asm.wait() * (isa.IMEM_INSTRS + 1))
+
+
+def test_image_larger_than_external_memory_is_rejected():
+    with pytest.raises(ProgramError, match="exceeds EXTW=8"):
+        Machine.with_ext([1] * 9, 8)
+
+
+def test_argmax_returns_first_of_ties():
+    ext = pack([3, 7, -2, 7, 7, 1])
+    m = run_program(asm.load(0, 0, 1, 2) + asm.wait() + asm.vec(isa.VEC_ARGMAX, 0, 10, 6)
+                    + asm.store(10, 20, 1, 1) + asm.halt(), ext, 32)
+    assert int(m.ext[20]) == 1
