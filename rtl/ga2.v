@@ -49,7 +49,7 @@ module ga2 #(
     wire [31:0] w0 = imem[base];
     wire [31:0] w1 = imem[base + 12'd1];
     wire [31:0] w2 = imem[base + 12'd2];
-    wire [31:0] w3 = imem[base + 12'd3];  // bits 31:16 are reserved by every instruction
+    wire [31:0] w3 = imem[base + 12'd3];  // bits 31:24 are reserved by every instruction
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
@@ -99,7 +99,7 @@ module ga2 #(
     );
 
     ga2_sm u_sm (
-        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .n(cnt), .src(fa[11:0]),
+        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt), .src(fa[11:0]),
         .dst(fc[11:0]), .rd_addr(sm_ra), .rd_data(ra_data), .we(sm_we), .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );
 

@@ -1,10 +1,12 @@
 `timescale 1ns/1ps
 `default_nettype none
-// ga2_sm: integer softmax of one packed int8 row (scale 1/16) into probabilities (scale 1/128).
+// ga2_sm: integer softmax of one packed int8 row into probabilities (scale 1/128).
 //   m = max(x[0:n], sink)              pass 1, one word per cycle
-//   S = sum LUT[m - x] (+ LUT[m - sink]) pass 2
+//   d(x) = min(255, ((m - x) * smul + 2^9) >> 10)   the difference in exponent-table steps of 1/16
+//                                      (smul = 2^14 * the input scale)
+//   S = sum LUT[d(x)] (+ LUT[d(sink)]) pass 2
 //   R = floor(2^31 / S)                one division, DIV_CYCLES + 1 cycles (divu)
-//   p = min(127, (LUT[m - x] * R + 2^23) >> 24)   pass 3, written one word per cycle
+//   p = min(127, (LUT[d(x)] * R + 2^23) >> 24)    pass 3, written one word per cycle
 // One reciprocal per row instead of one division per element. With the sink flag an extra logit
 // takes part in the max and the sum but gets no output. Lanes past n are written as zero.
 // Timing: 3 * ceil(n/4) + DIV_CYCLES + 1 cycles; done is high in the last.
@@ -14,6 +16,7 @@ module ga2_sm (
     input  wire        start,
     input  wire        sink_en,
     input  wire [7:0]  sink,
+    input  wire [15:0] smul,
     input  wire [15:0] n,
     input  wire [11:0] src,
     input  wire [11:0] dst,
@@ -26,6 +29,17 @@ module ga2_sm (
 );
     `include "ga2_defs.vh"
 
+    // (diff * smul + 2^9) >> 10, clamped to the table's last entry
+    function [7:0] table_step;
+        input [7:0]  diff;
+        input [15:0] scale;
+        reg   [23:0] prod;
+        begin
+            prod = {16'd0, diff} * {8'd0, scale} + 24'd512;
+            table_step = (prod[23:10] > 14'd255) ? 8'd255 : prod[17:10];
+        end
+    endfunction
+
     localparam [2:0] S_IDLE = 3'd0, S_MAX = 3'd1, S_SUM = 3'd2, S_DIV = 3'd3, S_NORM = 3'd4;
 
     reg [2:0]  state;
@@ -33,6 +47,7 @@ module ga2_sm (
     reg [11:0] ps, pd;
     reg        has_sink;
     reg [7:0]  sink_r, m;
+    reg [15:0] smul_r;
     reg [31:0] sum;
 
     assign rd_addr = ps + w[11:0];
@@ -49,7 +64,8 @@ module ga2_sm (
         for (l = 0; l < 4; l = l + 1) begin : g_lane
             localparam [15:0] LANE = l;
             assign valid[l] = (first + LANE) < len;
-            assign e_d[l] = m - rd_data[l*8 +: 8];
+            wire [7:0] diff = m - rd_data[l*8 +: 8];
+            assign e_d[l] = table_step(diff, smul_r);
             exp_lut u_exp (.d(e_d[l]), .e(e_val[l]));
             wire [47:0] scaled  = {32'd0, e_val[l]} * {16'd0, recip};
             wire [47:0] rounded = scaled + 48'h80_0000;
@@ -71,7 +87,7 @@ module ga2_sm (
     end
 
     wire [15:0] e_sink;
-    wire [7:0]  sink_d = m - sink_r;
+    wire [7:0]  sink_d = table_step(m - sink_r, smul_r);
     exp_lut u_exp_sink (.d(sink_d), .e(e_sink));
     wire [31:0] total = sum + (has_sink ? {16'd0, e_sink} : 32'd0);
 
@@ -91,12 +107,12 @@ module ga2_sm (
         if (rst) begin
             state <= S_IDLE;
             len <= 16'd0; nw <= 16'd0; w <= 16'd0; ps <= 12'd0; pd <= 12'd0; dc <= 16'd0;
-            has_sink <= 1'b0; sink_r <= 8'd0; m <= 8'd0; sum <= 32'd0;
+            has_sink <= 1'b0; sink_r <= 8'd0; smul_r <= 16'd0; m <= 8'd0; sum <= 32'd0;
         end else begin
             case (state)
                 S_IDLE: if (start) begin
                     len <= n; nw <= (n + 16'd3) >> 2; w <= 16'd0; ps <= src; pd <= dst;
-                    has_sink <= sink_en; sink_r <= sink;
+                    has_sink <= sink_en; sink_r <= sink; smul_r <= smul;
                     m <= sink_en ? sink : 8'h80;
                     state <= S_MAX;
                 end

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from int_reference import requantize_ref, softmax_ref
-
 from capra import asm, isa
 from capra.machine import HazardError, Machine, ProgramError, requantize, run_program, softmax_int8
+from int_reference import requantize_ref, softmax_ref
 
 
 def pack(values) -> list[int]:
@@ -33,8 +32,9 @@ def test_softmax_matches_independent_formula():
     rng = np.random.default_rng(1)
     for n in (1, 3, 16, 61):
         for sink in (None, -128, 0, 127):
-            x = rng.integers(-128, 128, n)
-            assert list(softmax_int8(x, sink)) == softmax_ref(list(x), sink)
+            for smul in (1, 64, 1000, 65535):
+                x = rng.integers(-128, 128, n)
+                assert list(softmax_int8(x, sink, smul)) == softmax_ref(list(x), sink, smul)
 
 
 def test_softmax_probabilities_sum_to_about_one():
@@ -46,7 +46,7 @@ def test_matmul_both_layouts_against_numpy():
     rng = np.random.default_rng(2)
     a = rng.integers(-128, 128, (3, 10))
     b = rng.integers(-128, 128, (10, 6))
-    ext = [w for row in a for w in pack(row)] + [w for row in b for w in pack(row)] + [w for row in b.T for w in pack(row)]
+    ext = [w for mat in (a, b, b.T) for row in mat for w in pack(row)]
     a_w, b_w = 3 * 3, 10 * 2
     code = (asm.load(0, 0, 1, len(ext)) + asm.wait()
             + asm.mm(0, a_w, 200, 3, 10, 6, brows=True)

@@ -46,9 +46,10 @@ def vec(sub: int, a: int, dst: int, n: int, b: int = 0) -> list[int]:
     return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst).encode()
 
 
-def smax(src: int, dst: int, n: int, sink: int | None = None) -> list[int]:
+def smax(src: int, dst: int, n: int, sink: int | None = None, smul: int = isa.SM_SCALE_ONE) -> list[int]:
+    """Softmax of n int8 values; smul = 2**14 * input scale (the default means a scale of 1/16)."""
     flags = isa.SM_SINK if sink is not None else 0
-    return Instr(isa.OP_SMAX, flags=flags, cnt=n, a=src, c=dst, e=(sink or 0) & 0xFF).encode()
+    return Instr(isa.OP_SMAX, flags=flags, cnt=n, a=src, c=dst, e=((sink or 0) & 0xFF) | (smul << 8)).encode()
 
 
 def listing(code: list[int]) -> str:

@@ -119,11 +119,6 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
             if not np.isclose(scales[a], scales[b], rtol=1e-12) or not np.isclose(scales[a], scales[node.name]):
                 raise CompileError(f"concat {node.name!r}: inputs {a!r} and {b!r} have different scales; "
                                    f"put them in one range group")
-        if node.op == "matmul" and any(c.op == "softmax" for c in graph.consumers(node.name)):
-            if node.attrs.get("range_group") is not None:
-                raise CompileError(f"matmul {node.name!r} feeds a softmax, so its scale is fixed at 1/16; "
-                                   f"it cannot also be in range group {node.attrs['range_group']!r}")
-            scales[node.name] = SOFTMAX_IN_SCALE
     return scales
 
 
@@ -185,14 +180,14 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
             qa, qs = multiplier(ins[0] * ins[1] / s, node.name)
             params[node.name] = {"qa": qa, "qs": qs}
         elif node.op == "softmax":
-            src = graph.nodes[node.inputs[0]]
-            p: dict = {"sink": None}
+            # the table steps by 1/16: smul = 2**14 * input scale converts input units to steps
+            smul = int(np.floor(ins[0] * (1 << isa.SM_SCALE_SHIFT) / SOFTMAX_IN_SCALE + 0.5))
+            if not 1 <= smul < (1 << 16):
+                raise CompileError(f"softmax {node.name!r}: input scale {ins[0]:.3g} gives smul={smul}, "
+                                   f"outside 1..65535 (inputs must span less than about +-500)")
+            p: dict = {"sink": None, "smul": smul}
             if node.attrs["sink"] is not None:
-                p["sink"] = int(np.clip(np.floor(node.attrs["sink"] / SOFTMAX_IN_SCALE + 0.5), -128, 127))
-            if not np.isclose(ins[0], SOFTMAX_IN_SCALE) or src.op != "matmul":
-                # rescale to 1/16 with an ADD whose second multiplier is zero
-                qa, qs = multiplier(ins[0] / SOFTMAX_IN_SCALE, node.name, "softmax input rescale")
-                p["rescale"] = (qa, qs)
+                p["sink"] = int(np.clip(np.floor(node.attrs["sink"] / ins[0] + 0.5), -128, 127))
             params[node.name] = p
     return params
 
@@ -231,8 +226,6 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict
             continue
         if t.sram < 0:
             t.sram = alloc(t.words, name)
-        if "rescale" in params.get(name, {}):
-            params[name]["tmp"] = alloc(t.words, name + ".rescaled")
 
     def resolve(name: str) -> int:
         parent, offset = inside[name]
@@ -350,15 +343,9 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
         return
     if node.op == "softmax":
         x = src[0]
-        base = x.sram
-        if "rescale" in p:
-            qa, qs = p["rescale"]
-            out.emit(asm.qcfg(qa=qa, qb=0, shift=qs), f"qcfg rescale for {node.name}")
-            _rowwise(out, isa.VEC_ADD, x, x, p["tmp"], f"rescale {node.name}")
-            base = p["tmp"]
         for r in range(x.rows):
-            out.emit(asm.smax(base + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"]),
-                     f"smax {node.name} row {r}")
+            out.emit(asm.smax(x.sram + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"],
+                              smul=p["smul"]), f"smax {node.name} row {r}")
         return
     if node.op == "argmax":
         x = src[0]

@@ -35,8 +35,10 @@ DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 MM_SKEW = 2 * N - 1  # cycles for the last operands to cross the array after the last k is fed
 
 # --- softmax fixed-point scheme ---------------------------------------------------------------
-SM_IN_FRAC = 4  # softmax inputs are int8 with scale 1/16 (a logit of 1.0 is the integer 16)
-SM_EXP_BITS = 15  # exp table entries are round(2**15 * exp(-d/16)), d = max - x in 0..255
+SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
+SM_EXP_BITS = 15  # exp table entries are round(2**15 * exp(-d/16)), d in 0..255
+SM_SCALE_SHIFT = 10  # d = min(255, ((max - x) * smul + 2**9) >> 10): smul = 2**14 * input scale
+SM_SCALE_ONE = 1 << (SM_SCALE_SHIFT - SM_IN_FRAC)  # smul for inputs whose scale is already 1/16
 SM_RECIP_BITS = 31  # R = floor(2**31 / sum)
 SM_OUT_SHIFT = 24  # p = min(127, (E * R + 2**23) >> 24): probabilities with scale 1/128
 SM_OUT_MAX = 127
@@ -70,6 +72,7 @@ MM_BROWS = 8  # B is given as K rows of M (x @ W); else as M rows of K (a @ b.T,
 
 # SMAX flags
 SM_SINK = 1  # include one extra logit (the sink, an int8 immediate) in the max and the sum
+# SMAX e field: [7:0] the sink logit (int8, in the input's scale), [23:8] smul (the input scale)
 
 # VEC sub-operations
 VEC_COPY = 0  # y = a

@@ -60,12 +60,21 @@ def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
     return np.clip(p.astype(np.int64), INT8_MIN, INT8_MAX)
 
 
-def softmax_int8(x: np.ndarray, sink: int | None) -> np.ndarray:
-    """GA2's integer softmax of one int8 row (scale 1/16) to probabilities with scale 1/128."""
+def table_index(diff, smul: int):
+    """Exponent-table index of a difference max - x (in input units): rescaled to steps of 1/16."""
+    half = 1 << (isa.SM_SCALE_SHIFT - 1)
+    return np.minimum(255, (np.asarray(diff, dtype=np.int64) * smul + half) >> isa.SM_SCALE_SHIFT)
+
+
+def softmax_int8(x: np.ndarray, sink: int | None, smul: int = isa.SM_SCALE_ONE) -> np.ndarray:
+    """GA2's integer softmax of one int8 row to probabilities with scale 1/128.
+
+    smul = 2**14 * (the input's scale) turns a difference of inputs into table steps of 1/16.
+    """
     x = np.asarray(x, dtype=np.int64)
     m = int(x.max()) if sink is None else max(int(x.max()), sink)
-    e = EXP_TABLE[m - x]
-    total = int(e.sum()) + (int(EXP_TABLE[m - sink]) if sink is not None else 0)
+    e = EXP_TABLE[table_index(m - x, smul)]
+    total = int(e.sum()) + (int(EXP_TABLE[table_index(m - sink, smul)]) if sink is not None else 0)
     recip = (1 << isa.SM_RECIP_BITS) // total
     return np.minimum(isa.SM_OUT_MAX, (e * recip + (1 << (isa.SM_OUT_SHIFT - 1))) >> isa.SM_OUT_SHIFT)
 
@@ -279,9 +288,12 @@ class Machine:
         if src != dst and abs(src - dst) < nw:
             raise ProgramError(f"instruction {pc}: SMAX destination partly overlaps its source")
         sink = ((ins.e & 0xFF) ^ 0x80) - 0x80 if ins.flags & isa.SM_SINK else None
+        smul = (ins.e >> 8) & 0xFFFF
+        if ins.e >> 24:
+            raise ProgramError(f"instruction {pc}: SMAX e field bits 31:24 are reserved")
 
         def effect() -> None:
-            p = softmax_int8(self._int8_rows(src, 1, n)[0], sink)
+            p = softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
             self._store_int8_rows(dst, p[None, :])
 
         cycles = isa.smax_cycles(n)
@@ -351,7 +363,7 @@ def disassemble(ins: Instr) -> str:
         return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}"
     if ins.op == isa.OP_SMAX:
         sink = f" sink={((ins.e & 0xFF) ^ 0x80) - 0x80}" if ins.flags & isa.SM_SINK else ""
-        return f"smax src={ins.a} dst={ins.c} n={ins.cnt}{sink}"
+        return f"smax src={ins.a} dst={ins.c} n={ins.cnt} smul={(ins.e >> 8) & 0xFFFF}{sink}"
     return name
 
 

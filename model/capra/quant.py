@@ -6,8 +6,9 @@ The scheme (docs/quantization.md):
   quantized inputs and weights (round half away from zero), [-128, 127] for computed tensors.
 * s = max|value| / 127 over the calibration runs, or from the caller's ``ranges`` for a named
   range group (a group shares one scale: a cached key row and a new key row must agree).
-* Two scales are fixed by the hardware: a softmax input has s = 1/16 (the exponent table's step)
-  and a softmax output s = 1/128.
+* A softmax output has the fixed scale 1/128. A softmax input keeps its calibrated scale; the
+  instruction carries smul = 2**14 * s so the hardware converts differences to the exponent
+  table's steps of 1/16.
 * A multiplier M (real) becomes an unsigned 16-bit integer and a right shift: M ~ qa / 2**qs,
   with the largest shift that keeps qa < 2**16.
 """

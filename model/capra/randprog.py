@@ -58,8 +58,9 @@ def _candidate(rng: random.Random) -> list[int]:
         dst = a if rng.random() < 0.2 else sram()
         return asm.vec(sub, a, dst, n, b=sram())
     src = sram()
+    smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])
     return asm.smax(src, src if rng.random() < 0.2 else sram(), rng.randint(1, 70),
-                    sink=rng.randint(-128, 127) if rng.random() < 0.4 else None)
+                    sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 
 
 def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:

@@ -49,11 +49,7 @@ def run_reference(P: Program, inputs: dict) -> dict[str, np.ndarray]:
         elif op == "concat":
             vals[name] = np.vstack(args)
         elif op == "softmax":
-            x = args[0]
-            if "rescale" in p:
-                qa, qs = p["rescale"]
-                x = requantize(x * qa, 1, qs)
-            vals[name] = np.vstack([softmax_int8(row, p["sink"]) for row in x])
+            vals[name] = np.vstack([softmax_int8(row, p["sink"], p["smul"]) for row in args[0]])
         elif op == "add":
             vals[name] = requantize(args[0] * p["qa"] + args[1] * p["qb"], 1, p["qs"])
         elif op == "mul":

@@ -1,0 +1,158 @@
+"""The compiler: random graphs compiled and run on the machine model equal an independent integer
+reference exactly; a sample replays on both simulators; bad input gets an error naming node and limit."""
+
+from __future__ import annotations
+
+import random
+
+import capra
+import ga2_progs
+import numpy as np
+import pytest
+from capra.graph import Graph, Node
+from conftest import needs_icarus, needs_verilator
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from int_reference import eval_program
+from replay_util import counters, replay, verdict
+
+
+def random_graph(seed: int) -> tuple[Graph, list[dict]]:
+    """A small random graph over the ops GA2 supports, and calibration feeds for it.
+
+    Weights are scaled by 1/sqrt(fan-in) so values stay of order one, as in a real network.
+    """
+    r = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    g = Graph(f"random{seed}")
+    rows, cols = r.randint(1, 4), r.randint(1, 20)
+    cur = g.input("x", (rows, cols))
+    extra_inputs: dict[str, tuple[int, int]] = {"x": (rows, cols)}
+    for i in range(r.randint(1, 5)):
+        op = r.choice(["matmul", "matmul_t", "add", "mul", "relu", "softmax"])
+        rr, cc = g.shape(cur)
+        if op == "matmul":
+            m = r.randint(1, 20)
+            cur = g.matmul(f"mm{i}", cur, g.const(f"w{i}", rng.normal(0, 1 / np.sqrt(cc), (cc, m))), relu=r.random() < 0.3)
+        elif op == "matmul_t":
+            m = r.randint(1, 12)
+            extra_inputs[f"y{i}"] = (m, cc)
+            cur = g.matmul(f"mt{i}", cur, g.input(f"y{i}", (m, cc)), transpose_b=True, scale=r.uniform(0.1, 1))
+        elif op in ("add", "mul"):
+            other = g.matmul(f"p{i}", cur, g.const(f"pw{i}", rng.normal(0, 1 / np.sqrt(cc), (cc, cc))))
+            cur = (g.add if op == "add" else g.mul)(f"{op}{i}", cur, other)
+        elif op == "relu":
+            cur = g.relu(f"relu{i}", cur)
+        else:
+            cur = g.softmax(f"sm{i}", cur, sink=r.choice([None, r.uniform(-3, 3)]))
+    outs = [cur]
+    if r.random() < 0.7:
+        outs.append(g.argmax("am", cur))
+    g.set_outputs(outs)
+    calib = [{name: rng.normal(0, 1, shape) for name, shape in extra_inputs.items()} for _ in range(3)]
+    return g, calib
+
+
+def check_exact(seed: int) -> capra.Program:
+    g, calib = random_graph(seed)
+    P = capra.compile_graph(g, calib)
+    feeds = {k: v * 0.9 for k, v in calib[0].items()}
+    out, _mach = capra.run(P, feeds, machine=True)
+    ref = capra.run(P, feeds)
+    independent = eval_program(P, feeds)
+    for name in P.outputs:
+        assert out[name][0] == independent[name], f"seed {seed}: machine and reference differ on {name}"
+        assert ref[name][0] == independent[name], f"seed {seed}: numpy semantics and reference differ on {name}"
+    return P
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_graphs_run_exactly_on_the_machine_model(seed):
+    check_exact(seed)
+
+
+@needs_icarus
+@needs_verilator
+def test_sample_of_compiled_graphs_replays_on_both_simulators():
+    records = []
+    for seed in range(12):
+        g, calib = random_graph(seed)
+        P = capra.compile_graph(g, calib)
+        records.append(ga2_progs.record(P.code, capra.ext_image(P, calib[1]), capra.ext_limit()))
+    expected = {i: r[-6:-1] for i, r in enumerate(records)}
+    for sim in ("icarus", "verilator"):
+        out = replay(sim, records, "compiled_graphs", capra.ext_limit())[1]
+        assert verdict(out).startswith("PASS: 12 programs"), out[-2000:]
+        assert counters(out) == expected
+
+
+def test_quantized_graph_tracks_float_closely():
+    g, calib = random_graph(3)
+    P = capra.compile_graph(g, calib)
+    out = capra.run(P, calib[0])
+    want = g.evaluate(calib[0])[P.outputs[0]]
+    got = np.array(out[P.outputs[0]][1])
+    assert np.abs(got - want).max() <= 0.1 * np.abs(want).max() + 0.05
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+
+def tiny_graph(k: int = 8, m: int = 4) -> tuple[Graph, list[dict]]:
+    g = Graph("tiny")
+    x = g.input("x", (1, k))
+    g.matmul("y", x, g.const("w", np.ones((k, m))))
+    g.set_outputs(["y"])
+    return g, [{"x": np.ones((1, k))}]
+
+
+def test_missing_calibration_is_an_error():
+    g, _ = tiny_graph()
+    with pytest.raises(capra.CompileError, match="missing calibration"):
+        capra.compile_graph(g, [])
+    with pytest.raises(capra.CompileError, match="lacks input 'x'"):
+        capra.compile_graph(g, [{"z": [1]}])
+
+
+def test_unsupported_op_names_the_node():
+    g, calib = tiny_graph()
+    g.nodes["conv1"] = Node("conv1", "conv", ["x"], (1, 8))
+    with pytest.raises(capra.CompileError, match="node 'conv1': op 'conv' is not supported"):
+        capra.compile_graph(g, calib)
+
+
+def test_reduction_too_long_names_node_and_limit():
+    g, calib = tiny_graph(k=1100)
+    with pytest.raises(capra.CompileError, match=r"matmul 'y': reduction length 1100 exceeds GA2's limit 1024"):
+        capra.compile_graph(g, calib)
+
+
+def test_graph_too_large_for_external_memory_names_node_and_limit(monkeypatch):
+    monkeypatch.setenv("GA2_EXT", "40")
+    g, calib = tiny_graph(k=64, m=8)  # 128 words of weights
+    with pytest.raises(capra.CompileError, match="node 'w'.*more than GA2_EXT=40"):
+        capra.compile_graph(g, calib)
+
+
+def test_graph_too_large_for_scratchpad_names_node_and_limit():
+    g = Graph("big")
+    x = g.input("x", (150, 64))  # 2,400 words and the weights fit; the result does not
+    g.matmul("y", x, g.const("w", np.ones((64, 64))))
+    g.set_outputs(["y"])
+    with pytest.raises(capra.CompileError, match="node 'y'.*beyond the SRAM of 4096 words"):
+        capra.compile_graph(g, [{"x": np.ones((150, 64))}])
+
+
+def test_shape_mismatch_is_a_graph_error():
+    g = Graph("bad")
+    x = g.input("x", (1, 8))
+    with pytest.raises(capra.GraphError, match="matmul 'y'"):
+        g.matmul("y", x, g.const("w", np.ones((7, 4))))
+
+
+def test_wrong_input_shape_at_run_time_names_the_input():
+    g, calib = tiny_graph()
+    P = capra.compile_graph(g, calib)
+    with pytest.raises(ValueError, match="input 'x' has 5 values, the program expects 1 x 8"):
+        capra.run(P, {"x": [1, 2, 3, 4, 5]})
