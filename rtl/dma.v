@@ -1,9 +1,12 @@
 `timescale 1ns/1ps
 `default_nettype none
-// dma: moves rows x cols words between external memory and the scratchpad, one word per cycle.
-// Timing: started in cycle t (the sequencer's fetch cycle), busy is high in cycles t+1 .. t+D with
-// D = DMA_SETUP + rows*cols: DMA_SETUP idle cycles, then word j of the transfer moves in cycle
-// t+1+DMA_SETUP+j. Row r reads ext[ext_base + r*ext_stride + c] and sram[sram_base + r*sram_stride + c].
+// dma: moves rows x cols words between external memory and the scratchpad, one word per cycle,
+// from a queue of two descriptors: the transfer that is moving and one waiting behind it.
+// Timing: a transfer busies the engine for D = DMA_SETUP + rows*cols cycles: DMA_SETUP idle
+// cycles, then one word per cycle. Started in cycle t (the sequencer's fetch cycle) it begins in
+// cycle max(t+1, the cycle after the transfer ahead of it ends). `full` is high while a descriptor
+// waits; the sequencer does not start a transfer then. `busy` is high while a transfer moves.
+// Row r reads ext[ext_base + r*ext_stride + c] and sram[sram_base + r*sram_stride + c].
 module dma (
     input  wire        clk,
     input  wire        rst,
@@ -16,6 +19,7 @@ module dma (
     input  wire [15:0] ext_stride,
     input  wire [11:0] sram_stride,
     output reg         busy,
+    output reg         full,
     // external memory
     output wire [15:0] ext_addr,
     input  wire [31:0] ext_rdata,
@@ -30,13 +34,19 @@ module dma (
 );
     `include "ga2_defs.vh"
 
+    // the moving transfer
     reg        store;
     reg [1:0]  setup;
     reg [15:0] r, c, rows_m1, cols_m1, e_stride, e_row;
     reg [11:0] s_stride, s_row;
+    // the waiting descriptor
+    reg        p_store;
+    reg [15:0] p_rows, p_cols, p_ext, p_est;
+    reg [11:0] p_sram, p_sst;
 
-    wire        moving = busy && (setup == 2'd0);
-    wire [11:0] s_addr = s_row + c[11:0];
+    wire        moving    = busy && (setup == 2'd0);
+    wire        finishing = moving && (c == cols_m1) && (r == rows_m1);
+    wire [11:0] s_addr    = s_row + c[11:0];
 
     assign ext_addr   = e_row + c;
     assign ext_we     = moving && store;
@@ -46,42 +56,69 @@ module dma (
     assign sram_waddr = s_addr;
     assign sram_wdata = ext_rdata;
 
-    always @(posedge clk) begin
-        if (rst) begin
-            busy <= 1'b0;
-            store <= 1'b0;
-            setup <= 2'd0;
-            r <= 16'd0;
-            c <= 16'd0;
-            rows_m1 <= 16'd0;
-            cols_m1 <= 16'd0;
-            e_stride <= 16'd0;
-            s_stride <= 12'd0;
-            e_row <= 16'd0;
-            s_row <= 12'd0;
-        end else if (start) begin
+    // make a descriptor the moving transfer
+    task begin_transfer;
+        input        st;
+        input [15:0] nr, nc, eb, es;
+        input [11:0] sb, ss;
+        begin
             busy <= 1'b1;
-            store <= is_store;
+            store <= st;
             setup <= GA2_DMA_SETUP[1:0];
             r <= 16'd0;
             c <= 16'd0;
-            rows_m1 <= rows - 16'd1;
-            cols_m1 <= cols - 16'd1;
-            e_stride <= ext_stride;
-            s_stride <= sram_stride[11:0];
-            e_row <= ext_base;
-            s_row <= sram_base;
-        end else if (busy) begin
-            if (setup != 2'd0) begin
-                setup <= setup - 2'd1;
-            end else if (c == cols_m1) begin
-                c <= 16'd0;
-                e_row <= e_row + e_stride;
-                s_row <= s_row + s_stride;
-                if (r == rows_m1) busy <= 1'b0;
-                else r <= r + 16'd1;
-            end else begin
-                c <= c + 16'd1;
+            rows_m1 <= nr - 16'd1;
+            cols_m1 <= nc - 16'd1;
+            e_stride <= es;
+            s_stride <= ss;
+            e_row <= eb;
+            s_row <= sb;
+        end
+    endtask
+
+    always @(posedge clk) begin
+        if (rst) begin
+            busy <= 1'b0; full <= 1'b0; store <= 1'b0; setup <= 2'd0;
+            r <= 16'd0; c <= 16'd0; rows_m1 <= 16'd0; cols_m1 <= 16'd0;
+            e_stride <= 16'd0; e_row <= 16'd0; s_stride <= 12'd0; s_row <= 12'd0;
+            p_store <= 1'b0; p_rows <= 16'd0; p_cols <= 16'd0; p_ext <= 16'd0; p_est <= 16'd0;
+            p_sram <= 12'd0; p_sst <= 12'd0;
+        end else begin
+            // advance the moving transfer
+            if (busy) begin
+                if (setup != 2'd0) begin
+                    setup <= setup - 2'd1;
+                end else if (c == cols_m1) begin
+                    c <= 16'd0;
+                    e_row <= e_row + e_stride;
+                    s_row <= s_row + s_stride;
+                    r <= r + 16'd1;
+                end else begin
+                    c <= c + 16'd1;
+                end
+            end
+            if (finishing) begin
+                if (full) begin
+                    begin_transfer(p_store, p_rows, p_cols, p_ext, p_est, p_sram, p_sst);
+                    full <= 1'b0;
+                end else if (start) begin
+                    begin_transfer(is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride);
+                end else begin
+                    busy <= 1'b0;
+                end
+            end else if (start) begin
+                if (!busy) begin
+                    begin_transfer(is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride);
+                end else begin
+                    full <= 1'b1;
+                    p_store <= is_store;
+                    p_rows <= rows;
+                    p_cols <= cols;
+                    p_ext <= ext_base;
+                    p_est <= ext_stride;
+                    p_sram <= sram_base;
+                    p_sst <= sram_stride;
+                end
             end
         end
     end

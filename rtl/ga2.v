@@ -3,8 +3,8 @@
 // ga2: the top. Instruction fetch and decode, dispatch to the units, the DMA engine, the five
 // cycle counters, halt.
 // The sequencer fetches one 4-word instruction per cycle from imem (loaded by the testbench).
-//   LOAD/STORE  hand the transfer to the DMA engine and go on (stall first while it is busy)
-//   WAIT, HALT  stall until the DMA engine is idle (HALT then stops the clock of the counters)
+//   LOAD/STORE  hand the transfer to the DMA queue and go on (stall first while the queue is full)
+//   WAIT, HALT  stall until the DMA queue is empty (WAIT keep=1: until one transfer is left)
 //   QCFG        set the quantization registers qa, qb, qs and the bias address
 //   MM/VEC/SMAX start the unit and wait for its done cycle
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
@@ -62,16 +62,20 @@ module ga2 #(
 
     wire running  = !halted;
     wire fetching = running && !executing;
-    wire dma_busy;
-    wire needs_dma_idle = (op == OP_LOAD) || (op == OP_STORE) || (op == OP_WAIT) || (op == OP_HALT);
-    wire stall    = fetching && needs_dma_idle && dma_busy;
+    wire dma_busy, dma_full;
+    wire is_dma   = (op == OP_LOAD) || (op == OP_STORE);
+    // A transfer waits only for room in the DMA queue. HALT, and WAIT with cnt = 0, wait for the
+    // queue to empty; WAIT with cnt = 1 only until the older of two queued transfers is done.
+    wire drains   = (op == OP_HALT) || (op == OP_WAIT && cnt == 16'd0);
+    wire keeps1   = (op == OP_WAIT) && (cnt == 16'd1);
+    wire stall    = fetching && ((is_dma && dma_full) || (drains && (dma_busy || dma_full)) || (keeps1 && dma_full));
     wire go       = fetching && !stall;
 
     wire start_mm  = go && (op == OP_MM);
     wire start_vec = go && (op == OP_VEC);
     wire start_sm  = go && (op == OP_SMAX);
     wire start_dma = go && ((op == OP_LOAD) || (op == OP_STORE));
-    wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0);
+    wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0) && !(op == OP_WAIT && cnt > 16'd1);
 
     // ---- units ----
     wire [11:0] mm_ra, vec_ra, vec_rb, sm_ra, mm_wa, vec_wa, sm_wa, dma_sra, dma_swa;
@@ -81,7 +85,7 @@ module ga2 #(
     dma u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE),
         .rows(cnt), .cols(fc), .sram_base(fa[11:0]), .ext_base(fb), .ext_stride(fd), .sram_stride(w3[11:0]),
-        .busy(dma_busy), .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata),
+        .busy(dma_busy), .full(dma_full), .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata),
         .sram_raddr(dma_sra), .sram_rdata(dma_srd), .sram_we(dma_swe), .sram_waddr(dma_swa),
         .sram_wdata(dma_swd)
     );

@@ -63,7 +63,10 @@ def test_cycle_counts_follow_the_documented_formulas():
             + asm.vec(isa.VEC_RELU, 0, 200, 9) + asm.smax(0, 300, 9) + asm.halt())
     m = run_program(code, [1] * 16, 64)
     dma = isa.DMA_SETUP + 16
-    mm = 1 * 2 + (4 * 2) + (8 + 2 * isa.N - 1) + 1  # load A, load B, array, write
+    # one row, K = 8 (2 words), one tile of 4 columns: load A (1 x 2 words), then three pipeline
+    # steps with one stage each: load B (4 rows x 2 words), the array (clear, 8 + 1 + 4 - 2 operand
+    # cycles, one to settle), write (one int8 word)
+    mm = 1 * 2 + 4 * 2 + (1 + (8 + 1 + 4 - 2) + 1) + 1
     vec = 3 + 1
     smax = 3 * 3 + isa.DIV_CYCLES + 1
     fetches = 7

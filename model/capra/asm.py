@@ -27,8 +27,9 @@ def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int = 0
                  e=sram_stride or cols).encode()
 
 
-def wait() -> list[int]:
-    return Instr(isa.OP_WAIT).encode()
+def wait(keep: int = 0) -> list[int]:
+    """Stall until at most `keep` DMA transfers are unfinished (0: all done)."""
+    return Instr(isa.OP_WAIT, cnt=keep).encode()
 
 
 def qcfg(qa: int = 0, qb: int = 0, shift: int = 0, bias: int = 0) -> list[int]:

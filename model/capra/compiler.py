@@ -6,9 +6,10 @@ The program's own integer semantics are also executable directly in numpy (``ref
 a compiled program can be checked against the machine model exactly.
 
 Schedule. Compute instructions run in graph order. Weights and inputs are loaded by the DMA in
-the order they are first needed, one transfer ahead: while node i computes, the operand of the
-next load is already moving, so DMA time hides behind compute time. A WAIT precedes the first
-node that needs a transfer still in flight. Outputs are stored at the end.
+the order they are first needed. The emitter keeps time with the ISA's cycle formulas and starts
+the next transfer whenever the DMA engine is idle, so a LOAD never stalls the sequencer and DMA
+time hides behind compute time. A WAIT precedes a node whose operands are still in flight.
+Outputs are stored at the end.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Program:
     tensors: dict[str, Tensor]
     params: dict[str, dict]  # per node: the integer parameters of its computation
     consts: dict[str, np.ndarray]  # quantized weights
-    const_words: list[int]  # the external-memory image of the constants (from word 0)
+    const_words: list[int]  # external memory from word 0: the constants, zeros where inputs go
     ext_words: int  # external memory the program uses (constants, inputs, outputs)
     inputs: list[str]
     outputs: list[str]
@@ -126,15 +127,54 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
 
 
 class _Emitter:
-    """Builds the instruction stream, remembering which DMA transfers are known to be complete."""
+    """Builds the instruction stream and keeps time with the ISA's cycle formulas.
+
+    The clock lets the scheduler issue a LOAD only when the DMA queue has room (so it costs one
+    cycle and never stalls the sequencer) and know whether, and how long, a WAIT must hold.
+    """
 
     def __init__(self) -> None:
         self.code: list[int] = []
         self.notes: list[str] = []
+        self.t = 0  # cycle at which the next instruction is fetched
+        self.ends: list[int] = []  # end cycles of the transfers issued so far, in order
 
-    def emit(self, words: list[int], note: str) -> None:
+    def emit(self, words: list[int], note: str, cycles: int = 0) -> None:
+        """A non-DMA instruction: one fetch cycle plus `cycles` of execution."""
         self.code += words
         self.notes.append(note)
+        self.t += 1 + cycles
+
+    def in_flight(self) -> list[int]:
+        return [e for e in self.ends if e > self.t]
+
+    def transfer(self, words: list[int], n_words: int, note: str) -> int:
+        """A LOAD or STORE; returns its index among the transfers."""
+        self.code += words
+        self.notes.append(note)
+        pending = self.in_flight()
+        if len(pending) >= isa.DMA_QUEUE:
+            self.t = pending[0]
+            pending = self.in_flight()
+        begin = max([self.t + 1] + pending)
+        self.ends.append(begin + isa.dma_cycles(1, n_words))
+        self.t += 1
+        return len(self.ends) - 1
+
+    def wait_for(self, index: int, note: str) -> None:
+        """WAIT until transfer `index` has finished, letting later transfers run on."""
+        if self.ends[index] <= self.t:
+            return
+        keep = sum(1 for e in self.ends[index + 1 :] if e > self.t)
+        self.code += asm.wait(keep)
+        self.notes.append(note)
+        self.t = max(self.t, self.ends[index]) + 1
+
+    def has_room(self) -> bool:
+        return len(self.in_flight()) < isa.DMA_QUEUE
+
+    def next_begin(self) -> int:
+        return max([self.t + 1] + self.in_flight())
 
 
 def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
@@ -151,9 +191,10 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
                               scales[n.name]) for n in graph.nodes.values()}
     params = _integer_params(graph, scales)
     consts = {n.name: quantize(n.attrs["value"], scales[n.name]) for n in graph.nodes.values() if n.op == "const"}
-    _place_sram(graph, tensors, params)
-    const_words, ext_words = _place_ext(graph, tensors, consts)
-    code, notes = _emit(graph, tensors, params)
+    compute, loads = _load_order(graph)
+    _place_sram(graph, tensors, loads)
+    const_words, ext_words = _place_ext(graph, tensors, consts, loads)
+    code, notes = _emit(graph, tensors, params, compute, loads)
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
                            f"memory ({isa.IMEM_INSTRS - 1} and a HALT)")
@@ -192,8 +233,33 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
     return params
 
 
-def _place_sram(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> None:
-    """Give every tensor scratchpad words. A concat's inputs live inside the concat's region."""
+def _load_order(graph: Graph) -> tuple[list[Node], list[str]]:
+    """The compute nodes in order, and the constants and inputs in the order they are first needed."""
+    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
+    loads: list[str] = []
+    for node in compute:
+        for inp in node.inputs:
+            for src in _sources(graph, inp):
+                if src not in loads:
+                    loads.append(src)
+    for node in graph.nodes.values():
+        if node.op in ("input", "const") and node.name not in loads:
+            loads.append(node.name)  # not read by any compute node (an input copied straight out)
+    return compute, loads
+
+
+def _sources(graph: Graph, name: str) -> list[str]:
+    """The loaded tensors (constants, inputs) that make up a node's value without computing."""
+    node = graph.nodes[name]
+    if node.op == "concat":
+        return [s for i in node.inputs for s in _sources(graph, i)]
+    return [name] if node.op in ("const", "input") else []
+
+
+def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> None:
+    """Give every tensor scratchpad words. Loaded tensors come first, in load order, so that
+    neighbours in the load order are neighbours in memory (one DMA transfer can bring several).
+    A concat's inputs live inside the concat's region."""
     inside: dict[str, tuple[str, int]] = {}
     for node in graph.nodes.values():
         if node.op == "concat":
@@ -206,26 +272,24 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict
                 inside[part] = (node.name, offset)
     top = 0
 
-    def alloc(words: int, name: str) -> int:
+    def alloc(name: str) -> None:
         nonlocal top
-        base = top
-        top += words
-        if top > isa.SRAM_WORDS:
-            raise CompileError(f"node {name!r}: needs scratchpad words {base}..{top - 1}, "
-                               f"beyond the SRAM of {isa.SRAM_WORDS} words")
-        return base
-
-    for name in reversed(list(graph.nodes)):  # a concat is placed before its inputs
-        if name in inside:
-            continue
-        if graph.nodes[name].op == "concat":
-            tensors[name].sram = alloc(tensors[name].words, name)
-    for name in graph.nodes:
         t = tensors[name]
-        if name in inside:
-            continue
-        if t.sram < 0:
-            t.sram = alloc(t.words, name)
+        if name in inside or t.sram >= 0:
+            return
+        t.sram = top
+        top += t.words
+        if top > isa.SRAM_WORDS:
+            raise CompileError(f"node {name!r}: needs scratchpad words {t.sram}..{top - 1}, "
+                               f"beyond the SRAM of {isa.SRAM_WORDS} words")
+
+    for name in loads:
+        alloc(name)
+    for name in reversed(list(graph.nodes)):  # a concat is placed before its inputs
+        if graph.nodes[name].op == "concat":
+            alloc(name)
+    for name in graph.nodes:
+        alloc(name)
 
     def resolve(name: str) -> int:
         parent, offset = inside[name]
@@ -237,27 +301,26 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict
         tensors[name].sram = resolve(name)
 
 
-def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.ndarray]) -> tuple[list[int], int]:
-    """External memory map: constants from word 0, then inputs, then outputs."""
+def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.ndarray],
+               loads: list[str]) -> tuple[list[int], int]:
+    """External memory map: constants and inputs in load order from word 0, then the outputs.
+    Returns the image of the constants (zeros where inputs go) and the words used in all."""
     limit = ext_limit()
     if limit > isa.MAX_EXTW:
         raise CompileError(f"GA2_EXT={limit} exceeds the 16-bit external address space ({isa.MAX_EXTW} words)")
     words: list[int] = []
     top = 0
-    placed = [n for n in graph.nodes.values() if n.op == "const"]
-    placed += [n for n in graph.nodes.values() if n.op == "input"]
-    placed += [graph.nodes[o] for o in graph.outputs]
-    for node in placed:
-        t = tensors[node.name]
+    for name in loads + list(graph.outputs):
+        t = tensors[name]
         if t.ext >= 0:
-            raise CompileError(f"node {node.name!r} is both an input and an output")
+            raise CompileError(f"node {name!r} is both an input and an output")
         t.ext = top
         top += t.words
         if top > limit:
-            raise CompileError(f"node {node.name!r}: the program's data needs {top} words of external memory, "
+            raise CompileError(f"node {name!r}: the program's data needs {top} words of external memory, "
                                f"more than GA2_EXT={limit}")
-        if node.op == "const":
-            words += pack_int8_rows(consts[node.name])
+        if name in loads:
+            words += pack_int8_rows(consts[name]) if name in consts else [0] * t.words
     return words, top
 
 
@@ -277,80 +340,112 @@ def unpack_int8_rows(words, rows: int, cols: int) -> np.ndarray:
     return arr.view(np.int8).reshape(rows, w * isa.LANES)[:, :cols].astype(np.int64)
 
 
-def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> tuple[list[int], list[str]]:
-    """The instruction stream: loads one ahead of the compute that needs them, then stores, HALT."""
-    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
-    loads: list[str] = []
-    first_use: dict[str, int] = {}
+def _node_cycles(graph: Graph, node: Node) -> int:
+    """Predicted cycles of a node's instructions (fetches included), from the ISA's formulas."""
+    rows, cols = graph.shape(node.inputs[0])
+    if node.op == "matmul":
+        flags = isa.MM_OUT8 | (0 if node.attrs["transpose_b"] else isa.MM_BROWS)
+        return 2 + isa.mm_cycles(rows, cols, node.shape[1], flags)
+    if node.op == "softmax":
+        return rows * (1 + isa.smax_cycles(cols))
+    if node.op == "argmax":
+        return rows * (1 + isa.vec_cycles(cols))
+    return 2 + rows * (1 + isa.vec_cycles(cols))
 
-    def sources(name: str) -> list[str]:
-        node = graph.nodes[name]
-        if node.op == "concat":
-            return [s for i in node.inputs for s in sources(i)]
-        return [name] if node.op in ("const", "input") else []
 
+def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
+          compute: list[Node], loads: list[str]) -> tuple[list[int], list[str]]:
+    """The instruction stream (see the module docstring), then the stores and HALT."""
+    load_index = {name: i for i, name in enumerate(loads)}
+    first_use = {name: len(compute) for name in loads}
     for i, node in enumerate(compute):
         for inp in node.inputs:
-            for src in sources(inp):
-                if src not in first_use:
-                    first_use[src] = i
-                    loads.append(src)
-    for name in graph.inputs + [n.name for n in graph.nodes.values() if n.op == "const"]:
-        if name not in first_use:
-            first_use[name] = len(compute)
-            loads.append(name)  # unused by compute (e.g. an input that is also copied out)
-    load_index = {name: i for i, name in enumerate(loads)}
-
+            for src in _sources(graph, inp):
+                first_use[src] = min(first_use[src], i)
+    durations = [_node_cycles(graph, n) for n in compute]
     out = _Emitter()
+    issued = 0
+    current = 0  # index of the compute node being emitted
+    carrier: dict[int, int] = {}  # load index -> the transfer that brings it
 
-    def load(name: str) -> None:
-        t = tensors[name]
-        out.emit(asm.load(t.sram, t.ext, 1, t.words), f"load {name} ({t.words} words)")
+    def start_of(j: int) -> int:
+        """Predicted cycle at which compute node j starts if nothing stalls from now on."""
+        return out.t + 1 + sum(durations[current:j])
 
-    issued = done = 0
-    for node in compute:
-        need = 1 + max([load_index[s] for inp in node.inputs for s in sources(inp)], default=-1)
-        if need > done:
-            while issued < need:
-                load(loads[issued])
-                issued += 1
-            out.emit(asm.wait(), f"wait for the operands of {node.name}")
-            done = issued
-        if issued < len(loads):
-            load(loads[issued])
-            issued += 1
-        _emit_node(out, graph, node, tensors, params)
-    while issued < len(loads):
-        load(loads[issued])
+    def issue() -> None:
+        """One LOAD of loads[issued] and of as many memory neighbours as can arrive before the
+        first of them is needed: the DMA stays busy and never delays an operand."""
+        nonlocal issued
+        first_index = issued
+        first = tensors[loads[issued]]
+        deadline = start_of(first_use[first.name])
+        begin = out.next_begin() + isa.DMA_SETUP
+        words = first.words
         issued += 1
+        while issued < len(loads):
+            nxt, prev = tensors[loads[issued]], tensors[loads[issued - 1]]
+            adjacent = nxt.ext == prev.ext + prev.words and nxt.sram == prev.sram + prev.words
+            if not adjacent or begin + words + nxt.words > deadline:
+                break
+            words += nxt.words
+            issued += 1
+        names = ", ".join(loads[first_index:issued])
+        index = out.transfer(asm.load(first.sram, first.ext, 1, words), words, f"load {names} ({words} words)")
+        for i in range(first_index, issued):
+            carrier[i] = index
+
+    def prefetch(_budget: int = 0) -> None:
+        """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle."""
+        while issued < len(loads) and out.has_room():
+            issue()
+
+    for i, node in enumerate(compute):
+        current = i
+        need = 1 + max([load_index[s] for inp in node.inputs for s in _sources(graph, inp)], default=-1)
+        while issued < need:
+            issue()
+        if need:
+            out.wait_for(carrier[need - 1], f"wait for the operands of {node.name}")
+        prefetch()
+        _emit_node(out, graph, node, tensors, params, prefetch)
+    while issued < len(loads):
+        issue()
     for name in graph.outputs:
         t = tensors[name]
-        out.emit(asm.store(t.sram, t.ext, 1, t.words), f"store {name}")
+        out.transfer(asm.store(t.sram, t.ext, 1, t.words), t.words, f"store {name}")
     out.emit(asm.halt(), "halt (waits for the last store)")
     return out.code, out.notes
 
 
-def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict]) -> None:
+def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],
+               prefetch) -> None:
+    """The instructions of one node; `prefetch` is called between them to keep the DMA busy."""
     t = tensors[node.name]
     src = [tensors[i] for i in node.inputs]
     p = params.get(node.name, {})
     if node.op == "matmul":
         a, b = src
         k = a.cols
+        flags = isa.MM_OUT8 | (isa.MM_RELU if node.attrs["relu"] else 0)
+        flags |= 0 if node.attrs["transpose_b"] else isa.MM_BROWS
         out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
         out.emit(asm.mm(a.sram, b.sram, t.sram, a.rows, k, t.cols, out8=True, relu=node.attrs["relu"],
-                        brows=not node.attrs["transpose_b"]), f"mm {node.name}")
+                        brows=not node.attrs["transpose_b"]), f"mm {node.name}",
+                 isa.mm_cycles(a.rows, k, t.cols, flags))
         return
     if node.op == "softmax":
         x = src[0]
         for r in range(x.rows):
+            prefetch(isa.smax_cycles(x.cols))
             out.emit(asm.smax(x.sram + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"],
-                              smul=p["smul"]), f"smax {node.name} row {r}")
+                              smul=p["smul"]), f"smax {node.name} row {r}", isa.smax_cycles(x.cols))
         return
     if node.op == "argmax":
         x = src[0]
         for r in range(x.rows):
-            out.emit(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}")
+            prefetch(isa.vec_cycles(x.cols))
+            out.emit(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}",
+                     isa.vec_cycles(x.cols))
         return
     if node.op == "add":
         out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
@@ -365,8 +460,9 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
 def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: int, note: str) -> None:
     """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
     if a.cols % isa.LANES == 0:
-        out.emit(asm.vec(sub, a.sram, dst, a.rows * a.cols, b=b.sram), note)
+        out.emit(asm.vec(sub, a.sram, dst, a.rows * a.cols, b=b.sram), note, isa.vec_cycles(a.rows * a.cols))
         return
     for r in range(a.rows):
         off = r * a.row_words
-        out.emit(asm.vec(sub, a.sram + off, dst + off, a.cols, b=b.sram + off), f"{note} row {r}")
+        out.emit(asm.vec(sub, a.sram + off, dst + off, a.cols, b=b.sram + off), f"{note} row {r}",
+                 isa.vec_cycles(a.cols))

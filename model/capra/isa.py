@@ -31,8 +31,8 @@ MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rou
 
 # --- timing constants (cycles) -----------------------------------------------------------------
 DMA_SETUP = 2  # cycles a DMA transfer spends before its first word moves
+DMA_QUEUE = 2  # transfers the DMA engine holds: the one moving and one waiting behind it
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
-MM_SKEW = 2 * N - 1  # cycles for the last operands to cross the array after the last k is fed
 
 # --- softmax fixed-point scheme ---------------------------------------------------------------
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
@@ -156,23 +156,38 @@ def dma_cycles(rows: int, cols: int) -> int:
     return DMA_SETUP + rows * cols
 
 
-def mm_tile_cycles(k: int, rows: int, cols: int, out8: bool, bias: bool, brows: bool) -> int:
-    """One column tile of a matmul: load the B tile, (load the bias), run the array, write."""
-    load_b = k if brows else cols * words_for(k)
-    load_bias = cols if bias else 0
+def mm_stage_cycles(k: int, rows: int, cols: int, out8: bool, bias: bool, brows: bool) -> tuple[int, int, int]:
+    """One column tile's three stages: load B (and the bias), compute on the array, write."""
+    load = (k if brows else cols * words_for(k)) + (cols if bias else 0)
+    compute = 1 + (k + rows + cols - 2) + 1  # clear, K operands plus the tile's skew, one to settle
     write = rows if out8 else rows * cols
-    return load_b + load_bias + (k + MM_SKEW) + write
+    return load, compute, write
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int) -> int:
-    """Execute cycles of MM (after the fetch cycle): per batch tile, load A, then every column tile."""
+    """Execute cycles of MM (after the fetch cycle).
+
+    Per batch tile of up to N rows: load its A rows (rows * ceil(K/4) cycles), then run the column
+    tiles through a three-stage pipeline in lock step. In step s the load stage works on tile s,
+    the array on tile s-1 and the writer on tile s-2; a step lasts as long as its longest stage,
+    and there are T + 2 steps for T column tiles.
+    """
     out8, bias, brows = bool(flags & MM_OUT8), bool(flags & MM_BIAS), bool(flags & MM_BROWS)
     total = 0
     for r0 in range(0, r, N):
         rows = min(N, r - r0)
         total += rows * words_for(k)
-        for c0 in range(0, m, N):
-            total += mm_tile_cycles(k, rows, min(N, m - c0), out8, bias, brows)
+        stages = [mm_stage_cycles(k, rows, min(N, m - c0), out8, bias, brows) for c0 in range(0, m, N)]
+        t = len(stages)
+        for s in range(t + 2):
+            active = []
+            if s < t:
+                active.append(stages[s][0])
+            if 1 <= s <= t:
+                active.append(stages[s - 1][1])
+            if s >= 2:
+                active.append(stages[s - 2][2])
+            total += max(active)
     return total
 
 

@@ -4,8 +4,9 @@ The model is instruction-level, not cycle-by-cycle: each instruction's effect is
 numpy integers and its cost with the formulas of ``isa``. Two things make that exact:
 
 * Timing is deterministic by construction. The sequencer fetches one instruction per cycle; a
-  compute instruction (MM, VEC, SMAX) holds it for a fixed number of cycles; a DMA transfer runs in
-  the background and only LOAD / STORE / WAIT / HALT wait for it.
+  compute instruction (MM, VEC, SMAX) holds it for a fixed number of cycles; DMA transfers run in
+  the background, one after another, from a queue of DMA_QUEUE descriptors: LOAD / STORE wait
+  only while the queue is full, WAIT and HALT until it is empty.
 * Data results do not depend on timing because programs may not race: a compute instruction that
   runs while a DMA transfer is in flight must not touch the scratchpad words that transfer writes
   (or write the words a STORE reads). The model checks this and raises ``HazardError``, so a
@@ -93,9 +94,10 @@ class Counters:
 
 @dataclass
 class _Transfer:
-    """A DMA transfer in flight: the scratchpad words it writes (LOAD) or reads (STORE) until `end`."""
+    """A DMA transfer issued and not yet finished: the scratchpad words it writes (LOAD) or reads
+    (STORE), from its issue cycle until `end`, the first cycle after its last busy cycle."""
 
-    end: int  # first cycle at which the sequencer sees the DMA engine idle
+    end: int
     sram_words: set[int]
     is_load: bool
     pc: int
@@ -114,7 +116,7 @@ class Machine:
     t: int = 0
     counters: Counters = field(default_factory=Counters)
     trace: list[tuple[int, int, str]] | None = None
-    _dma: _Transfer | None = None
+    _dma: list[_Transfer] = field(default_factory=list)  # issued and unfinished, oldest first
 
     @classmethod
     def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False) -> Machine:
@@ -145,27 +147,31 @@ class Machine:
         self.sram[addr : addr + rows * w] = lanes.reshape(-1).view(np.uint32)
 
     # ---- the DMA engine ------------------------------------------------------------------------
-    def _wait_dma(self) -> None:
-        if self._dma is not None:
-            if self._dma.end > self.t:
-                self.counters.dma_stall += self._dma.end - self.t
-                self.t = self._dma.end
-            self._dma = None
+    def _stall_until(self, cycle: int) -> None:
+        if cycle > self.t:
+            self.counters.dma_stall += cycle - self.t
+            self.t = cycle
+
+    def _wait_dma(self, keep: int = 0) -> None:
+        """WAIT / HALT: stall until at most `keep` transfers are unfinished (HALT: none)."""
+        self._retire_dma()
+        if len(self._dma) > keep:
+            self._stall_until(self._dma[len(self._dma) - keep - 1].end)
+        self._retire_dma()
 
     def _retire_dma(self) -> None:
-        if self._dma is not None and self._dma.end <= self.t:
-            self._dma = None
+        self._dma = [x for x in self._dma if x.end > self.t]
 
     def _check_race(self, pc: int, reads: set[int], writes: set[int], start: int, end: int) -> None:
-        """Raise if this compute instruction, running in cycles [start, end), races the DMA."""
-        x = self._dma
-        if x is None or x.end <= start:
-            return
-        clash = (reads | writes) & x.sram_words if x.is_load else writes & x.sram_words
-        if clash:
-            kind = "LOAD writes" if x.is_load else "STORE reads"
-            raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
-                              f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
+        """Raise if this compute instruction, running in cycles [start, end), races a transfer."""
+        for x in self._dma:
+            if x.end <= start:
+                continue
+            clash = (reads | writes) & x.sram_words if x.is_load else writes & x.sram_words
+            if clash:
+                kind = "LOAD writes" if x.is_load else "STORE reads"
+                raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
+                                  f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
 
     def _dma_transfer(self, pc: int, ins: Instr, load: bool) -> None:
         rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & 0xFFFF
@@ -182,13 +188,17 @@ class Machine:
         if e_idx.max() >= len(self.ext):
             raise ProgramError(f"instruction {pc}: DMA reaches external word {e_idx.max()} "
                                f"(EXTW={len(self.ext)})")
-        self._wait_dma()
+        self._retire_dma()
+        if len(self._dma) == isa.DMA_QUEUE:  # the queue is full: wait for the oldest to finish
+            self._stall_until(self._dma[0].end)
+            self._retire_dma()
         busy = isa.dma_cycles(rows, cols)
+        begin = max(self.t + 1, self._dma[-1].end if self._dma else 0)
         if load:
             self.sram[s_idx] = self.ext[e_idx]
         else:
             self.ext[e_idx] = self.sram[s_idx]
-        self._dma = _Transfer(end=self.t + 1 + busy, sram_words=set(s_idx.tolist()), is_load=load, pc=pc)
+        self._dma.append(_Transfer(end=begin + busy, sram_words=set(s_idx.tolist()), is_load=load, pc=pc))
         self.counters.dma_busy += busy
         self.t += 1
 
@@ -313,7 +323,10 @@ class Machine:
         if op in (isa.OP_LOAD, isa.OP_STORE):
             self._dma_transfer(pc, ins, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
-            self._wait_dma()
+            if ins.cnt >= isa.DMA_QUEUE:
+                raise ProgramError(f"instruction {pc}: WAIT may leave at most {isa.DMA_QUEUE - 1} transfer "
+                                   f"in flight, not {ins.cnt}")
+            self._wait_dma(ins.cnt)
             self.t += 1
         elif op == isa.OP_QCFG:
             if ins.c > isa.MAX_SHIFT:
@@ -364,6 +377,8 @@ def disassemble(ins: Instr) -> str:
     if ins.op == isa.OP_SMAX:
         sink = f" sink={((ins.e & 0xFF) ^ 0x80) - 0x80}" if ins.flags & isa.SM_SINK else ""
         return f"smax src={ins.a} dst={ins.c} n={ins.cnt} smul={(ins.e >> 8) & 0xFFFF}{sink}"
+    if ins.op == isa.OP_WAIT and ins.cnt:
+        return f"wait keep={ins.cnt}"
     return name
 
 

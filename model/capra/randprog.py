@@ -44,7 +44,7 @@ def _candidate(rng: random.Random) -> list[int]:
         return asm.store(sram(), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
                          ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
     if kind == "wait":
-        return asm.wait()
+        return asm.wait(rng.choice([0, 1]))
     if kind == "qcfg":
         return _pick_qcfg(rng)
     if kind == "mm":
@@ -109,7 +109,9 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
         ("load and store back", asm.load(0, 0, 2, 16) + asm.store(0, 300, 2, 16) + asm.halt(), ext),
         ("strided dma", asm.load(10, 5, 4, 3, ext_stride=7, sram_stride=5)
          + asm.wait() + asm.store(10, 400, 4, 5, ext_stride=6, sram_stride=5) + asm.halt(), ext),
-        ("wait with nothing in flight", asm.wait() + asm.wait() + asm.halt(), ext),
+        ("wait with nothing in flight", asm.wait() + asm.wait(1) + asm.halt(), ext),
+        ("a full DMA queue", asm.load(0, 0, 1, 30) + asm.load(40, 30, 1, 30) + asm.load(80, 60, 1, 30)
+         + asm.wait(1) + asm.store(0, 300, 1, 30) + asm.wait(1) + asm.store(40, 340, 1, 70) + asm.halt(), ext),
         ("dma overlaps a matmul", asm.load(0, 0, 1, 64) + asm.wait() + asm.load(200, 64, 1, 100)
          + asm.qcfg(qa=9000, shift=16) + asm.mm(0, 16, 100, 1, 16, 16, out8=True, brows=True)
          + asm.store(100, 600, 1, 4) + asm.halt(), ext),

@@ -1,0 +1,52 @@
+"""Roofline bounds of a GA2 program, read off its code (SPEC section 8.1, docs/cycle_model.md).
+
+GA2 moves at most one 32-bit word per cycle over its external interface and does at most N*N
+int8 MACs per cycle. A program can therefore not finish in fewer cycles than
+
+    bound = max(words moved by LOAD and STORE, MACs / (N*N))
+
+Efficiency = bound / cycles. Decode steps are bandwidth-bound: the word term dominates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import isa
+from .isa import Instr
+
+
+@dataclass(frozen=True)
+class Roofline:
+    dma_words: int
+    dma_transfers: int
+    macs: int
+    vector_elements: int
+
+    @property
+    def mac_cycles(self) -> float:
+        return self.macs / (isa.N * isa.N)
+
+    @property
+    def bound(self) -> float:
+        return max(self.dma_words, self.mac_cycles)
+
+    def efficiency(self, cycles: int) -> float:
+        return self.bound / cycles if cycles else 0.0
+
+
+def roofline(code: list[int]) -> Roofline:
+    """Count what a program moves and computes (HALT or the end of the code stops the count)."""
+    words = transfers = macs = elements = 0
+    for i in range(0, len(code), isa.WORDS_PER_INSTR):
+        ins = Instr.decode(code[i : i + 4])
+        if ins.op == isa.OP_HALT:
+            break
+        if ins.op in (isa.OP_LOAD, isa.OP_STORE):
+            words += ins.cnt * ins.c
+            transfers += 1
+        elif ins.op == isa.OP_MM:
+            macs += ins.cnt * ins.d * ins.e
+        elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
+            elements += ins.cnt
+    return Roofline(words, transfers, macs, elements)
