@@ -33,7 +33,8 @@ def random_graph(seed: int) -> tuple[Graph, list[dict]]:
         rr, cc = g.shape(cur)
         if op == "matmul":
             m = r.randint(1, 20)
-            cur = g.matmul(f"mm{i}", cur, g.const(f"w{i}", rng.normal(0, 1 / np.sqrt(cc), (cc, m))), relu=r.random() < 0.3)
+            w = g.const(f"w{i}", rng.normal(0, 1 / np.sqrt(cc), (cc, m)))
+            cur = g.matmul(f"mm{i}", cur, w, relu=r.random() < 0.3)
         elif op == "matmul_t":
             m = r.randint(1, 12)
             extra_inputs[f"y{i}"] = (m, cc)

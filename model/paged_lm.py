@@ -1,0 +1,458 @@
+"""Chapter 15: a paged KV cache and sliding-window attention for the tiny language model.
+
+The page table (host side)
+    The cache is stored in fixed-size *pages* of ``page`` rows; one row is whatever the host keeps
+    per token (for the chip, the token's key and value). A request owns a *block table*: the list of
+    physical pages that hold its rows, in logical order. Pages come from one shared pool, so
+    requests of different lengths share memory without reserving a contiguous block each. A page
+    can be *shared* by several requests (a common prompt) and carries a reference count; a request
+    that must write into a shared page first copies it (*copy-on-write*). Pages that lie entirely
+    before the attention window are given back (*trim*) and reused.
+
+    Every operation checks first and commits second: a call that raises (``OutOfPages``, an unknown
+    request, rows already released, ...) leaves every attribute exactly as it was.
+
+The host (``PagedChip``)
+    The chip never sees a page. For each decode step the host gathers the rows the window needs
+    through the block table into the contiguous ``kc`` / ``vc`` inputs of the compiled program of
+    Chapters 11-12. With a window of W tokens the contexts that occur are 1 .. W, so W programs are
+    compiled and every step after the window fills runs the same program: the cost of a step stops
+    growing.
+
+Book-level names (SPEC section 5): ``OutOfPages``, ``PageTable``, ``float_windowed``,
+``float_generate``, ``calibrate``, ``PagedChip``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("GA2_EXT", "8192")
+
+import capra as C  # noqa: E402
+import tiny_lm as T  # noqa: E402
+
+# ---- errors --------------------------------------------------------------------------------------
+
+
+class PagedError(Exception):
+    """Base of every page-table error; the table is unchanged when one is raised."""
+
+
+class OutOfPages(PagedError):
+    """The pool has no free page for an append (or for the private copy of a shared page)."""
+
+
+class UnknownRequest(PagedError, LookupError):
+    """The request id was never created, or has already been released."""
+
+
+class RequestExists(PagedError):
+    """``new`` or ``fork`` onto an id that is already in the table (it would leak its pages)."""
+
+
+class RowsReleased(PagedError):
+    """A read asked for rows whose pages were already given back by ``trim``."""
+
+
+class RowOutOfRange(PagedError, IndexError):
+    """A row index outside 0 .. length, or a range with lo > hi."""
+
+
+class BadRow(PagedError, ValueError):
+    """A row that does not fit an ArrayPageTable's fixed row shape."""
+
+
+# ---- the page table ------------------------------------------------------------------------------
+
+
+class PageTable:
+    """A pool of ``n_pages`` pages of ``page`` rows, and one block table per request.
+
+    Attributes (the book reads them directly):
+        page      rows per page
+        pool      the physical pages: ``pool[p][off]`` is one row (any Python object)
+        ref       ``ref[p]``: how many block-table entries name page p (0 means free)
+        free      the free list; the next page handed out is ``free[-1]``, a freed page is pushed
+                  on the end, so a page just freed is the first one reused
+        table     ``table[rid]``: the physical pages of request rid that are still held, in order
+        length    ``length[rid]``: rows ever appended to rid (released rows included)
+        dropped   ``dropped[rid]``: pages released from the front of rid's table by ``trim``
+
+    Invariants (checked by paged_tests after every random operation):
+        ref[p] equals the number of block-table entries naming p; a page is on the free list
+        exactly when ref[p] == 0, and at most once; logical row i of rid lives in
+        ``table[rid][i // page - dropped[rid]]`` at offset ``i % page``.
+    """
+
+    def __init__(self, n_pages: int, page: int = 4) -> None:
+        if n_pages < 1 or page < 1:
+            raise ValueError(f"PageTable needs n_pages >= 1 and page >= 1, got n_pages={n_pages}, page={page}")
+        self.page = page
+        self._offsets = np.arange(page)  # row offsets within a page, for _slots
+        self.pool = self._make_pool(n_pages, page)
+        self.ref = [0] * n_pages
+        self.free = list(range(n_pages - 1, -1, -1))  # page 0 is handed out first
+        self.table: dict[Hashable, list[int]] = {}
+        self.length: dict[Hashable, int] = {}
+        self.dropped: dict[Hashable, int] = {}
+
+    # -- storage: the only methods that touch ``pool`` (ArrayPageTable overrides them) --
+
+    def _make_pool(self, n_pages: int, page: int):
+        return [[None] * page for _ in range(n_pages)]
+
+    def _write_row(self, p: int, off: int, row) -> None:
+        self.pool[p][off] = row
+
+    def _copy_page(self, src: int, dst: int) -> None:
+        self.pool[dst][:] = self.pool[src]
+
+    def gather(self, rid: Hashable, lo: int, hi: int):
+        """Rows lo <= i < hi of rid through the block table, as a list (see ``rows``)."""
+        page = self.page
+        return [self.pool[s // page][s % page] for s in self._slots(rid, lo, hi).tolist()]
+
+    def _slots(self, rid: Hashable, lo: int, hi: int) -> np.ndarray:
+        """Where logical rows lo .. hi-1 of rid live, as flat pool indices ``p * page + offset``.
+
+        The one place that maps logical rows to physical pages: row i is on table entry
+        ``i // page - dropped`` (released pages are gone from the front of the table).
+        """
+        self._check_range(rid, lo, hi)
+        if hi == lo:
+            return np.empty(0, dtype=np.intp)
+        page, drop = self.page, self.dropped[rid]
+        first, last = lo // page - drop, (hi - 1) // page - drop
+        pages = np.asarray(self.table[rid][first : last + 1], dtype=np.intp)
+        slots = (pages[:, None] * page + self._offsets).ravel()
+        start = lo % page
+        return slots[start : start + hi - lo]
+
+    # -- checks: they raise before anything changes --
+
+    def _require(self, rid: Hashable) -> None:
+        if rid not in self.table:
+            raise UnknownRequest(f"request {rid!r} is not in the page table (never created, or already released)")
+
+    def _check_range(self, rid: Hashable, lo: int, hi: int) -> None:
+        self._require(rid)
+        n, first_kept = self.length[rid], self.dropped[rid] * self.page
+        if not 0 <= lo <= hi <= n:
+            raise RowOutOfRange(f"request {rid!r}: rows {lo}..{hi - 1} asked for, it has rows 0..{n - 1}")
+        if lo < first_kept:
+            raise RowsReleased(f"request {rid!r}: row {lo} was released by trim (rows before {first_kept} are gone)")
+
+    def _take_free_page(self) -> int:
+        p = self.free.pop()
+        self.ref[p] = 1
+        return p
+
+    def _unref(self, p: int) -> None:
+        self.ref[p] -= 1
+        if self.ref[p] == 0:
+            self.free.append(p)
+
+    # -- the operations --
+
+    def new(self, rid: Hashable) -> None:
+        """Start request rid with an empty block table. Raises RequestExists if rid is live."""
+        if rid in self.table:
+            raise RequestExists(f"request {rid!r} already exists; release it first")
+        self.table[rid] = []
+        self.length[rid] = 0
+        self.dropped[rid] = 0
+
+    def append(self, rid: Hashable, row) -> None:
+        """Write the next row of rid.
+
+        A new page is taken when the last page is full (or there is none); if the last page is
+        shared, it is first copied into a private page (copy-on-write), so the other owners never
+        see the write. Either way needs one free page: if there is none, OutOfPages is raised and
+        nothing changes.
+        """
+        self._require(rid)
+        t = self.table[rid]
+        off = self.length[rid] % self.page
+        starts_page = off == 0
+        shared_tail = not starts_page and self.ref[t[-1]] > 1
+        if (starts_page or shared_tail) and not self.free:
+            raise OutOfPages(f"request {rid!r}: no free page for row {self.length[rid]} "
+                             f"(pool of {len(self.ref)} pages of {self.page} rows, all in use)")
+        if starts_page:
+            t.append(self._take_free_page())
+        elif shared_tail:
+            shared = t[-1]
+            private = self._take_free_page()
+            self._copy_page(shared, private)
+            self._unref(shared)
+            t[-1] = private
+        self._write_row(t[-1], off, row)
+        self.length[rid] += 1
+
+    def rows(self, rid: Hashable, lo: int, hi: int) -> list:
+        """The rows with logical indices lo <= i < hi, read through the block table.
+
+        Raises UnknownRequest, RowOutOfRange (outside 0 .. length) or RowsReleased (below the
+        first row still held).
+        """
+        rows = self.gather(rid, lo, hi)
+        return rows if isinstance(rows, list) else rows.tolist()
+
+    def trim(self, rid: Hashable, keep_from: int) -> None:
+        """Release the pages that lie entirely before logical row keep_from.
+
+        A page is released only when every row on it is below keep_from, i.e. when
+        ``(dropped + 1) * page <= keep_from``: a page that still holds one needed row stays.
+        keep_from must lie in 0 .. length (RowOutOfRange otherwise); asking to keep from a row
+        already released is not an error, there is simply nothing left to release.
+        """
+        self._require(rid)
+        if not 0 <= keep_from <= self.length[rid]:
+            raise RowOutOfRange(f"request {rid!r}: trim keep_from={keep_from} outside 0..{self.length[rid]}")
+        t = self.table[rid]
+        while t and (self.dropped[rid] + 1) * self.page <= keep_from:
+            self._unref(t.pop(0))
+            self.dropped[rid] += 1
+
+    def fork(self, src: Hashable, dst: Hashable) -> None:
+        """Make dst a copy of src that shares all of src's pages (no row is copied).
+
+        Raises UnknownRequest for src and RequestExists for dst.
+        """
+        self._require(src)
+        if dst in self.table:
+            raise RequestExists(f"cannot fork {src!r} onto {dst!r}: request {dst!r} already exists")
+        self.table[dst] = list(self.table[src])
+        self.length[dst] = self.length[src]
+        self.dropped[dst] = self.dropped[src]
+        for p in self.table[dst]:
+            self.ref[p] += 1
+
+    def release(self, rid: Hashable) -> None:
+        """Drop request rid; each of its pages goes back to the free list when its last owner lets go."""
+        self._require(rid)
+        for p in self.table.pop(rid):
+            self._unref(p)
+        del self.length[rid]
+        del self.dropped[rid]
+
+    def used(self) -> int:
+        """Physical pages in use (referenced by at least one block table)."""
+        return len(self.ref) - len(self.free)
+
+
+class ArrayPageTable(PageTable):
+    """A PageTable whose pool is one numpy array, for fixed-shape numeric rows (the K/V cache).
+
+    ``pool`` has shape ``(n_pages, page, *row_shape)``. ``gather`` returns the rows as one array
+    built by a single ``np.take`` through the block table, so reading a window of W rows costs one
+    vectorised copy rather than W Python lookups. Rows are stored as ``dtype`` (float64 by default,
+    which keeps the chip's dequantized k/v values exact). Bookkeeping and errors are those of
+    PageTable.
+    """
+
+    def __init__(self, n_pages: int, page: int = 4, row_shape: Sequence[int] = (), dtype=np.float64) -> None:
+        self.row_shape = tuple(row_shape)
+        self.dtype = np.dtype(dtype)
+        super().__init__(n_pages, page)
+
+    def _make_pool(self, n_pages: int, page: int) -> np.ndarray:
+        pool = np.zeros((n_pages, page, *self.row_shape), dtype=self.dtype)
+        self._flat = pool.reshape(-1, *self.row_shape)  # a view: physical row p * page + offset
+        return pool
+
+    def _write_row(self, p: int, off: int, row) -> None:
+        self.pool[p, off] = row  # append has already checked the shape
+
+    def _copy_page(self, src: int, dst: int) -> None:
+        self.pool[dst] = self.pool[src]
+
+    def append(self, rid: Hashable, row) -> None:
+        # Convert before the table changes, so a row of the wrong shape leaves everything as it was.
+        value = np.asarray(row, dtype=self.dtype)
+        if value.shape != self.row_shape:
+            raise BadRow(f"request {rid!r}: row of shape {value.shape}, the pool holds rows of shape {self.row_shape}")
+        super().append(rid, value)
+
+    def gather(self, rid: Hashable, lo: int, hi: int) -> np.ndarray:
+        """Rows lo <= i < hi of rid as one array of shape (hi - lo, *row_shape): one np.take."""
+        return np.take(self._flat, self._slots(rid, lo, hi), axis=0)
+
+
+# ---- the windowed float reference ----------------------------------------------------------------
+
+
+def _check_window(W) -> None:
+    if W is not None and (not isinstance(W, int | np.integer) or W < 1):
+        raise ValueError(f"window W must be None or an int >= 1, got {W!r}")
+
+
+def window_rows(kc: Sequence, W: int | None) -> Sequence:
+    """The cached rows a step may attend with window W: the last W - 1 (all of them when W is None)."""
+    _check_window(W)
+    if W is None or len(kc) <= W - 1:
+        return kc
+    return kc[len(kc) - (W - 1):]
+
+
+def float_windowed(m: dict, tok: int, kc, vc, W: int | None):
+    """One float decode step that attends the new token and at most W - 1 previous ones.
+
+    Same result as ``tiny_lm.float_step`` (logits, k, v, info); with W None it *is* float_step.
+    """
+    return T.float_step(m, tok, window_rows(kc, W), window_rows(vc, W))
+
+
+def float_generate(m: dict, start: int, n: int, W: int | None = None) -> list[int]:
+    """Greedy float decode of n tokens after start, with window W; returns [start, t1, ..., tn]."""
+    toks = [start]
+    kc: list = []
+    vc: list = []
+    for _ in range(n):
+        logits, k, v, _ = float_windowed(m, toks[-1], kc, vc, W)
+        kc.append(k)
+        vc.append(v)
+        toks.append(logits.index(max(logits)))
+    return toks
+
+
+def context_size(L: int, W: int | None) -> int:
+    """Tokens attended at step L (1-based): the new one and min(L, W) - 1 previous ones."""
+    return L if W is None else min(L, W)
+
+
+def calibrate(m: dict, steps: int, W: int | None, starts: Iterable[int] = range(T.V)):
+    """Calibration data for every context size the window allows, and one range per group.
+
+    Runs the windowed float decode for ``steps`` tokens from every start token and records, for
+    each context n that occurs, the inputs of that step. Returns ``(calib, ranges)``: calib[n] is
+    the list of input sets for the program of context n; ranges gives the largest magnitude of
+    "x", "k" and "v" over all steps. Because every program shares these ranges (build_graph ties
+    kc to k_new and vc to v_new), a row the chip writes as k_new is re-quantized exactly when a
+    later program reads it back as a kc row.
+    """
+    _check_window(W)
+    calib: dict[int, list[dict]] = {}
+    rx = rk = rv = 0.0
+    for s in starts:
+        toks = [s]
+        kc: list = []
+        vc: list = []
+        for L in range(1, steps + 1):
+            n = context_size(L, W)
+            x = list(m["E"][toks[-1]])
+            feeds = {"x": [x]}
+            if n > 1:
+                feeds["kc"] = [list(r) for r in kc[L - n:]]
+                feeds["vc"] = [list(r) for r in vc[L - n:]]
+            calib.setdefault(n, []).append(feeds)
+            logits, k, v, _ = T.float_step(m, toks[-1], kc[L - n:], vc[L - n:])
+            rx = max(rx, max(abs(t) for t in x))
+            rk = max(rk, max(abs(t) for t in k))
+            rv = max(rv, max(abs(t) for t in v))
+            kc.append(k)
+            vc.append(v)
+            toks.append(logits.index(max(logits)))
+    return calib, {"x": rx, "k": rk, "v": rv}
+
+
+# ---- the host ------------------------------------------------------------------------------------
+
+
+class PagedChip:
+    """The host: a page table for the cache, the window rule, one compiled program per context size.
+
+    ``generate(start, n)`` decodes n tokens on the machine model of GA2. Each step L:
+      1. context ``nc = min(L, W)``; the previous rows it attends are ``lo .. L-2`` with lo = L - nc;
+      2. gather those rows through the block table into ``kc`` / ``vc`` (``paged=False``: slice a
+         plain Python list instead; the two hosts must give identical integers);
+      3. run the program for context nc (compiled on first use, kept in ``progs``);
+      4. append the chip's new (k, v) row, then ``trim`` the pages before row L + 1 - W, the first
+         row step L + 1 will need.
+
+    After ``generate``: ``peak`` is the most pages held at once and ``cache`` the page table used.
+    """
+
+    def __init__(self, m: dict, steps: int, W: int | None = None, page: int = 4, n_pages: int = 64,
+                 starts: Iterable[int] = range(T.V), paged: bool = True) -> None:
+        _check_window(W)
+        self.m = m
+        self.steps = steps
+        self.W = W
+        self.page = page
+        self.n_pages = n_pages
+        self.paged = paged
+        self.calib, self.ranges = calibrate(m, steps, W, starts)
+        self.progs: dict[int, C.Program] = {}
+        self.peak = 0
+        self.cache: ArrayPageTable | None = None
+
+    def program(self, n: int) -> C.Program:
+        """The compiled program for context n (compiled once, on first use)."""
+        if n not in self.progs:
+            if n not in self.calib:
+                raise ValueError(f"no calibration for context {n}: the chip was calibrated for {self.steps} "
+                                 f"steps with window {self.W}")
+            self.progs[n] = C.compile_graph(T.build_graph(self.m, n), self.calib[n], ranges=self.ranges)
+        return self.progs[n]
+
+    def trim_point(self, L: int) -> int:
+        """After step L, the first row the next step needs (rows before it may be released)."""
+        return 0 if self.W is None else max(0, L + 1 - self.W)
+
+    def generate(self, start: int, n: int, force: Sequence[int] | None = None):
+        """Decode n tokens after start; returns (tokens, records), one record per step.
+
+        A record holds: L (step, from 1), ctx (context size), code and ext (the program and its
+        memory image, for the RTL replay), logits (floats), ints (int8 logits), tok (the chip's
+        argmax), pages (pages in use when the step starts) and counters (the machine model's five
+        cycle counters). ``force`` (a token list with force[0] = start) feeds force[L] as the next
+        input instead of the chip's choice (teacher forcing).
+        """
+        if force is not None and len(force) < n + 1:
+            raise ValueError(f"force has {len(force)} tokens, generate({start}, {n}) needs {n + 1}")
+        cache = ArrayPageTable(self.n_pages, self.page, row_shape=(2, T.D))
+        cache.new(0)
+        plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token
+        toks = [start]
+        records = []
+        self.cache = cache
+        self.peak = 0
+        for L in range(1, n + 1):
+            nc = context_size(L, self.W)
+            lo = L - nc
+            inputs = {"x": [list(self.m["E"][toks[-1]])]}
+            if nc > 1:
+                rows = cache.gather(0, lo, L - 1) if self.paged else np.asarray(plain[lo:L - 1])
+                inputs["kc"] = rows[:, 0]
+                inputs["vc"] = rows[:, 1]
+            P = self.program(nc)
+            out, mach = C.run(P, inputs, machine=True)
+            records.append({
+                "L": L, "ctx": nc, "code": P.code, "ext": C.ext_image(P, inputs),
+                "logits": out["logits"][1][0], "ints": out["logits"][0][0], "tok": out["tok"][0][0][0],
+                "pages": cache.used(), "counters": mach.counters.as_list(),
+            })
+            row = np.array([out["k_new"][1][0], out["v_new"][1][0]])
+            cache.append(0, row)
+            plain.append(row)
+            cache.trim(0, self.trim_point(L))
+            self.peak = max(self.peak, cache.used())
+            toks.append(force[L] if force is not None else records[-1]["tok"])
+        return toks, records
+
+
+if __name__ == "__main__":
+    model = T.make_model("structured")
+    expected = [0]
+    for _ in range(32):
+        expected.append(T.f_next(expected[-1]))
+    for window in (None, 8, 4):
+        tokens, recs = PagedChip(model, 32, window).generate(0, 32)
+        print(f"W={window}: rule ok {tokens == expected}; pages in use at the end {recs[-1]['pages']}")

@@ -1,0 +1,42 @@
+`timescale 1ns/1ps
+`default_nettype none
+// vec_wrap: ga2_vec beside the scratchpad, wired as in ga2.v (the unit owns the ra / rb read ports
+// and the compute write port), plus a host port on the DMA side (rd read port, wd write port)
+// through which the cocotb test fills and checks the scratchpad.
+module vec_wrap (
+    input  wire        clk,
+    input  wire        rst,
+    input  wire        start,
+    input  wire [3:0]  sub,
+    input  wire [15:0] n,
+    input  wire [11:0] src_a,
+    input  wire [11:0] src_b,
+    input  wire [11:0] dst,
+    input  wire [15:0] qa,
+    input  wire [15:0] qb,
+    input  wire [5:0]  qs,
+    output wire        unit_we,
+    output wire        done,
+    input  wire        host_we,
+    input  wire [11:0] host_addr,
+    input  wire [31:0] host_wdata,
+    output wire [31:0] host_rdata
+);
+    wire [11:0] ra_addr, rb_addr, waddr;
+    wire [31:0] ra_data, rb_data, wdata;
+
+    ga2_vec u_vec (
+        .clk(clk), .rst(rst), .start(start), .sub(sub), .n(n), .src_a(src_a), .src_b(src_b), .dst(dst),
+        .qa(qa), .qb(qb), .qs(qs), .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(rb_addr), .rb_data(rb_data),
+        .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done)
+    );
+
+    sram #(.WORDS(4096), .AW(12)) u_sram (
+        .clk(clk),
+        .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(rb_addr), .rb_data(rb_data),
+        .rd_addr(host_addr), .rd_data(host_rdata),
+        .wc_en(unit_we), .wc_addr(waddr), .wc_data(wdata),
+        .wd_en(host_we), .wd_addr(host_addr), .wd_data(host_wdata)
+    );
+endmodule
+`default_nettype wire

@@ -1,0 +1,105 @@
+"""ga2_mm with the scratchpad (tb/cocotb/mm_wrap.v): random matmuls of every flag combination against
+numpy matmul plus the machine model's bias / relu / requantize steps, and isa.mm_cycles().
+
+A is R packed int8 rows of K; B is M rows of K (dot form) or, with BROWS, K rows of M; the result is
+R rows of M, packed int8 (OUT8) or one int32 word each. Each matmul starts in the cycle after the
+previous one's done; the words around the output must be left alone.
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+from bench import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
+from capra import isa
+from capra.machine import requantize, wrap32
+
+MATMULS = 150
+WINDOW = 1600  # scratchpad words the test uses, all filled with random data first
+MASK32 = 0xFFFFFFFF
+
+
+def expected_words(a: np.ndarray, b_km: np.ndarray, bias: np.ndarray, flags: int, qa: int, qs: int) -> list[int]:
+    acc = wrap32(a @ b_km)
+    if flags & isa.MM_BIAS:
+        acc = wrap32(acc + bias[None, :])
+    if flags & isa.MM_RELU:
+        acc = np.maximum(acc, 0)
+    if flags & isa.MM_OUT8:
+        return [w for row in requantize(acc, qa, qs) for w in pack_int8(row)]
+    return [int(v) & MASK32 for v in acc.reshape(-1)]
+
+
+def random_shape(r, index: int) -> tuple[int, int, int]:
+    if index == 0:
+        return 1, 1, 1
+    if index == 1:
+        return 2, isa.MM_MAX_K, 3  # the longest reduction the rowmem holds
+    return (r.choice((1, 4, 5, r.randint(1, 9))), r.choice((1, 4, 7, r.randint(1, 24))),
+            r.choice((1, 4, 6, r.randint(1, 9))))
+
+
+class Layout:
+    """Places operand blocks one after another with random gaps inside the window."""
+
+    def __init__(self, r) -> None:
+        self.r = r
+        self.cursor = r.randint(1, 64)
+
+    def take(self, words: int) -> int:
+        base = self.cursor
+        self.cursor += words + self.r.randint(1, 8)
+        assert self.cursor < WINDOW, "operands do not fit the test window"
+        return base
+
+
+async def write_int8_rows(sram: Scratchpad, r, base: int, rows: int, n: int) -> np.ndarray:
+    """Random packed int8 rows (garbage past n) at base; returns the rows x n values as the unit reads them."""
+    w = words_for(n)
+    words = pack_int8(random_int8(r, rows * w * 4))
+    await sram.write(base, words)
+    return np.array([unpack_int8(words[i * w : (i + 1) * w], n) for i in range(rows)], dtype=np.int64)
+
+
+@cocotb.test()
+async def test_ga2_mm_random_matmuls(dut):
+    for name in ("start", "flags", "r_total", "k_len", "m_total", "a_base", "b_base", "out_base", "qa", "qs",
+                 "qbias"):
+        getattr(dut, name).value = 0
+    cycles = await start_clock(dut)
+    sram = Scratchpad(dut, cycles)
+    await reset(dut, cycles)
+    r = rng()
+    await sram.write(0, [r.getrandbits(32) for _ in range(WINDOW)])
+    macs = 0
+    for index in range(MATMULS):
+        rows, k, m = random_shape(r, index)
+        flags = index % 16 if index < 32 else r.randrange(16)
+        brows = bool(flags & isa.MM_BROWS)
+        place = Layout(r)
+        a_base = place.take(rows * words_for(k))
+        b_base = place.take(k * words_for(m) if brows else m * words_for(k))
+        bias_base = place.take(m)
+        out_words = rows * words_for(m) if flags & isa.MM_OUT8 else rows * m
+        out_base = place.take(out_words)
+        a = await write_int8_rows(sram, r, a_base, rows, k)
+        if brows:
+            b_km = await write_int8_rows(sram, r, b_base, k, m)
+        else:
+            b_km = (await write_int8_rows(sram, r, b_base, m, k)).T
+        bias_words = [r.choice((r.getrandbits(32), r.getrandbits(12), (-r.getrandbits(12)) & MASK32))
+                      for _ in range(m)]
+        await sram.write(bias_base, bias_words)
+        bias = np.array([v - (1 << 32) if v >> 31 else v for v in bias_words], dtype=np.int64)
+        qa = r.choice((1, 65535, r.randint(1, 65535), r.randint(1, 255)))
+        qs = r.choice((0, isa.MAX_SHIFT, r.randint(6, 22), r.randint(6, 22)))
+        what = (f"mm R={rows} K={k} M={m} flags={flags:04b} A={a_base} B={b_base} out={out_base} "
+                f"bias={bias_base} qa={qa} qs={qs}")
+        await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags), what,
+                       dict(flags=flags, r_total=rows, k_len=k, m_total=m, a_base=a_base, b_base=b_base,
+                            out_base=out_base, qa=qa, qs=qs, qbias=bias_base))
+        for i, word in enumerate(expected_words(a, b_km, bias, flags, qa, qs)):
+            sram.mirror[out_base + i] = word
+        await sram.check(out_base - 1, out_words + 2, what)
+        macs += rows * k * m
+    dut._log.info("ga2_mm: %d random matmuls, %d MACs", MATMULS, macs)

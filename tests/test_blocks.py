@@ -1,0 +1,109 @@
+"""Every GA2 block under cocotb (Icarus), driven with random inputs against its Python model.
+
+Each case builds one block (or a small bench wrapper from tb/cocotb/) into out/cocotb/<case>/ with
+cocotb's Python runner and runs the cocotb tests of tests/cocotb/cocotb_<block>.py. A case fails
+when any of its cocotb tests fails, or when the simulator dies before writing its results.
+Set COCOTB_RANDOM_SEED to replay other random vectors (the default seed is fixed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RTL = ROOT / "rtl"
+BENCHES = ROOT / "tb" / "cocotb"
+TEST_MODULES = ROOT / "tests" / "cocotb"
+BUILD = ROOT / "out" / "cocotb"
+DEFAULT_SEED = 20240601
+
+# The cocotb test modules import `bench` (tests/cocotb) and `capra` (model/); the runner hands the
+# simulator this process's sys.path as PYTHONPATH.
+for path in (TEST_MODULES, ROOT / "model"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+cocotb_runner = pytest.importorskip("cocotb_tools.runner")
+
+
+@dataclass(frozen=True)
+class Block:
+    case: str  # build directory name under out/cocotb/
+    toplevel: str
+    sources: tuple[str, ...]  # relative to the repository root
+    module: str  # test module in tests/cocotb/
+    parameters: dict[str, int] = field(default_factory=dict)
+
+
+def _rtl(*names: str) -> tuple[str, ...]:
+    return tuple(f"rtl/{name}.v" for name in names)
+
+
+BLOCKS = [
+    Block("requant", "requant", _rtl("requant"), "cocotb_requant"),
+    Block("divu", "divu", _rtl("divu"), "cocotb_divu"),
+    Block("systolic_n4", "systolic", _rtl("systolic"), "cocotb_systolic", {"N": 4}),
+    Block("systolic_n2", "systolic", _rtl("systolic"), "cocotb_systolic", {"N": 2}),
+    Block("systolic_n8", "systolic", _rtl("systolic"), "cocotb_systolic", {"N": 8}),
+    Block("exp_lut", "exp_lut", _rtl("exp_lut"), "cocotb_exp_lut"),
+    Block("rowmem", "rowmem", _rtl("rowmem"), "cocotb_rowmem"),
+    Block("sram", "sram", _rtl("sram"), "cocotb_sram"),
+    Block("dma", "dma_wrap", _rtl("dma", "sram") + ("tb/cocotb/dma_wrap.v",), "cocotb_dma"),
+    Block("ga2_vec", "vec_wrap", _rtl("ga2_vec", "requant", "sram") + ("tb/cocotb/vec_wrap.v",),
+          "cocotb_ga2_vec"),
+    Block("ga2_sm", "sm_wrap", _rtl("ga2_sm", "exp_lut", "divu", "sram") + ("tb/cocotb/sm_wrap.v",),
+          "cocotb_ga2_sm"),
+    Block("ga2_mm", "mm_wrap", _rtl("ga2_mm", "rowmem", "systolic", "requant", "sram")
+          + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm"),
+]
+
+
+def _failures(results: Path) -> tuple[int, list[str]]:
+    """The number of tests in a cocotb results file and a line per failed one."""
+    tests, failed = 0, []
+    for case in ElementTree.parse(results).getroot().iter("testcase"):
+        tests += 1
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            failed.append(f"{case.get('name')}: {bad.get('message') or (bad.text or '').strip()}")
+    return tests, failed
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.case for b in BLOCKS])
+def test_block_against_python_model(block: Block) -> None:
+    build_dir = BUILD / block.case
+    runner = cocotb_runner.get_runner("icarus")
+    runner.build(
+        sources=[ROOT / s for s in block.sources],
+        includes=[RTL],
+        hdl_toplevel=block.toplevel,
+        parameters=block.parameters,
+        build_dir=build_dir,
+        timescale=("1ns", "1ps"),
+        build_args=["-Wall", "-Wno-timescale"],
+        always=True,  # Icarus builds in milliseconds, and the runner does not track ga2_defs.vh
+    )
+    results = build_dir / "results.xml"
+    seed = os.environ.get("COCOTB_RANDOM_SEED", str(DEFAULT_SEED))
+    try:
+        runner.test(
+            test_module=block.module,
+            hdl_toplevel=block.toplevel,
+            build_dir=build_dir,
+            test_dir=build_dir,
+            results_xml=str(results),
+            seed=seed,
+            log_file=build_dir / "sim.log",
+        )
+    except SystemExit as stop:  # the runner exits when a test fails under pytest; report which one
+        if not results.is_file():
+            pytest.fail(f"{block.case}: the simulator stopped (exit {stop.code}) before writing {results}; "
+                        f"see {build_dir / 'sim.log'}")
+    tests, failed = _failures(results)
+    assert tests > 0, f"{block.case}: no cocotb test ran (see {build_dir / 'sim.log'})"
+    assert not failed, f"{block.case} (seed {seed}): " + "; ".join(failed)

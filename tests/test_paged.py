@@ -1,0 +1,370 @@
+"""Chapter 15: the page table, the window rule and the paged host (model/paged_lm.py).
+
+Expected block ids come from the allocation order the book states (page 0 first, a freed page is
+reused first), worked out by hand on tiny pools; the stateful test compares the table with a plain
+shadow model under hypothesis-chosen operation sequences.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import paged_lm as PL
+import paged_tests as PT
+import pytest
+import tiny_lm as T
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+
+def filled(n_pages: int, page: int, rows: dict) -> PL.PageTable:
+    """A table with requests rid -> number of rows (row i of rid is the tuple (rid, i))."""
+    pt = PL.PageTable(n_pages, page)
+    for rid, n in rows.items():
+        pt.new(rid)
+        for i in range(n):
+            pt.append(rid, (rid, i))
+    return pt
+
+
+def assert_fails_unchanged(pt, operation, error):
+    before = PT.snapshot(pt)
+    with pytest.raises(error) as info:
+        operation()
+    assert isinstance(info.value, PL.PagedError)
+    assert str(info.value), "the error must carry a message"
+    assert PT.same_state(before, PT.snapshot(pt)), f"a failed operation ({error.__name__}) changed the table"
+
+
+# ---- the chapter's checks ------------------------------------------------------------------------
+
+
+def test_check_all_finds_no_problems():
+    assert PT.check_all() == []
+
+
+# ---- exact block ids on tiny pools ---------------------------------------------------------------
+
+
+def test_pages_are_handed_out_from_page_zero_up():
+    pt = filled(4, 2, {"A": 5})
+    assert pt.table["A"] == [0, 1, 2]
+    assert pt.free == [3]
+    assert pt.ref == [1, 1, 1, 0]
+    assert pt.used() == 3
+
+
+def test_a_freed_page_is_the_first_reused():
+    pt = filled(4, 2, {"A": 4, "B": 2})  # A: pages 0, 1; B: page 2
+    pt.release("A")  # pages go back in table order: 0, then 1 (on top)
+    assert pt.free == [3, 0, 1]
+    pt.new("C")
+    pt.append("C", "c0")
+    assert pt.table["C"] == [1]
+
+
+def test_window_trace_reuses_page_zero():
+    """Example A's trace: pages of 4, window 6; page 0 is released at step 9 and reused at step 13."""
+    pt = PL.PageTable(8, 4)
+    pt.new("A")
+    tables = {}
+    for L in range(1, 15):
+        pt.append("A", L - 1)
+        pt.trim("A", max(0, L + 1 - 6))
+        tables[L] = (list(pt.table["A"]), pt.dropped["A"])
+    assert tables[8] == ([0, 1], 0)
+    assert tables[9] == ([1, 2], 1)
+    assert tables[13] == ([2, 0], 2)
+    assert pt.rows("A", 8, 14) == list(range(8, 14))
+
+
+# ---- trim boundaries -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_from, dropped", [(0, 0), (3, 0), (4, 1), (7, 1), (8, 2), (10, 2)])
+def test_trim_releases_only_pages_entirely_before_keep_from(keep_from, dropped):
+    pt = filled(4, 4, {"A": 10})  # pages 0 (rows 0-3), 1 (4-7), 2 (8-9)
+    pt.trim("A", keep_from)
+    assert pt.dropped["A"] == dropped
+    assert pt.table["A"] == [0, 1, 2][dropped:]
+    assert pt.rows("A", dropped * 4, 10) == [("A", i) for i in range(dropped * 4, 10)]
+
+
+def test_trim_keeps_page_with_one_needed_row():
+    pt = filled(4, 4, {"A": 8})
+    pt.trim("A", 3)  # row 3 is still needed: page 0 stays
+    assert pt.table["A"] == [0, 1]
+    pt.trim("A", 4)
+    assert pt.table["A"] == [1] and pt.free[-1] == 0
+
+
+def test_trim_to_the_end_of_a_full_page_then_append_takes_a_fresh_page():
+    pt = filled(4, 4, {"A": 8})
+    pt.trim("A", 8)
+    assert pt.table["A"] == [] and pt.used() == 0
+    pt.append("A", "r8")
+    assert pt.table["A"] == [1] and pt.rows("A", 8, 9) == ["r8"]
+
+
+def test_trim_below_what_is_already_released_is_a_no_op():
+    pt = filled(4, 2, {"A": 6})
+    pt.trim("A", 4)
+    before = PT.snapshot(pt)
+    pt.trim("A", 1)
+    assert PT.same_state(before, PT.snapshot(pt))
+
+
+# ---- fork and copy-on-write ----------------------------------------------------------------------
+
+
+def test_fork_shares_every_page_without_copying():
+    pt = filled(6, 4, {"A": 10})
+    pt.fork("A", "B")
+    assert pt.table["B"] == [0, 1, 2]
+    assert pt.ref[:3] == [2, 2, 2]
+    assert pt.used() == 3
+    assert pt.rows("B", 0, 10) == pt.rows("A", 0, 10)
+
+
+def test_copy_on_write_copies_the_shared_tail_and_leaves_the_owner_untouched():
+    pt = filled(6, 4, {"A": 10})
+    pt.fork("A", "B")
+    pt.append("B", "new")
+    assert pt.table["A"] == [0, 1, 2]
+    assert pt.table["B"] == [0, 1, 3]
+    assert pt.ref[:4] == [2, 2, 1, 1]
+    assert pt.rows("A", 0, 10) == [("A", i) for i in range(10)]
+    assert pt.rows("B", 0, 11) == [("A", i) for i in range(10)] + ["new"]
+    pt.append("B", "newer")  # B's tail is private now: no second copy
+    assert pt.table["B"] == [0, 1, 3] and pt.used() == 4
+
+
+def test_no_copy_when_the_shared_prefix_ends_on_a_page_boundary():
+    pt = filled(6, 4, {"A": 8})
+    pt.fork("A", "B")
+    pt.append("B", "new")
+    assert pt.table["B"] == [0, 1, 2]
+    assert pt.ref[:3] == [2, 2, 1]
+
+
+def test_release_of_a_fork_keeps_the_shared_pages():
+    pt = filled(6, 4, {"A": 10})
+    pt.fork("A", "B")
+    pt.append("B", "new")
+    pt.release("B")
+    assert pt.ref[:4] == [1, 1, 1, 0]
+    assert sorted(pt.free) == [3, 4, 5]
+    pt.release("A")
+    assert pt.used() == 0 and not any(pt.ref)
+
+
+def test_trim_of_a_fork_does_not_free_pages_the_other_owner_holds():
+    pt = filled(6, 4, {"A": 10})
+    pt.fork("A", "B")
+    pt.trim("B", 8)
+    assert pt.table["B"] == [2] and pt.table["A"] == [0, 1, 2]
+    assert pt.ref[:3] == [1, 1, 2] and 0 not in pt.free
+
+
+# ---- every misuse raises a named error and changes nothing ---------------------------------------
+
+
+def misuse_table() -> PL.PageTable:
+    """A full pool of 4 pages of 2 rows: A holds pages 1, 2 (page 0 trimmed, rows 0-1 gone),
+    C is a fork of A (shares pages 1, 2; page 2 half full), B holds page 0 (full), D page 3."""
+    pt = filled(4, 2, {"A": 5})
+    pt.trim("A", 2)
+    pt.new("B")
+    pt.append("B", "b0")
+    pt.append("B", "b1")
+    pt.fork("A", "C")
+    pt.new("D")
+    pt.append("D", "d0")
+    assert pt.table == {"A": [1, 2], "B": [0], "C": [1, 2], "D": [3]} and not pt.free
+    return pt
+
+
+@pytest.mark.parametrize("name, operation, error", [
+    ("append to an unknown request", lambda pt: pt.append("Z", 0), PL.UnknownRequest),
+    ("read an unknown request", lambda pt: pt.rows("Z", 0, 0), PL.UnknownRequest),
+    ("trim an unknown request", lambda pt: pt.trim("Z", 0), PL.UnknownRequest),
+    ("release an unknown request", lambda pt: pt.release("Z"), PL.UnknownRequest),
+    ("fork from an unknown request", lambda pt: pt.fork("Z", "Y"), PL.UnknownRequest),
+    ("fork onto an existing request", lambda pt: pt.fork("A", "B"), PL.RequestExists),
+    ("new on an existing request", lambda pt: pt.new("A"), PL.RequestExists),
+    ("read rows already released", lambda pt: pt.rows("A", 1, 3), PL.RowsReleased),
+    ("read past the end", lambda pt: pt.rows("A", 2, 6), PL.RowOutOfRange),
+    ("read a negative row", lambda pt: pt.rows("B", -1, 1), PL.RowOutOfRange),
+    ("read a reversed range", lambda pt: pt.rows("A", 4, 3), PL.RowOutOfRange),
+    ("trim past the end", lambda pt: pt.trim("A", 6), PL.RowOutOfRange),
+    ("trim to a negative row", lambda pt: pt.trim("A", -1), PL.RowOutOfRange),
+    ("append needing a new page, pool full", lambda pt: pt.append("B", 9), PL.OutOfPages),
+    ("append into a shared tail, no page for the copy", lambda pt: pt.append("C", 9), PL.OutOfPages),
+    ("owner appends into its shared tail, no page", lambda pt: pt.append("A", 9), PL.OutOfPages),
+])
+def test_misuse_raises_and_leaves_the_table_unchanged(name, operation, error):
+    pt = misuse_table()
+    assert_fails_unchanged(pt, lambda: operation(pt), error)
+
+
+def test_a_released_request_is_unknown():
+    pt = filled(4, 2, {"A": 3})
+    pt.release("A")
+    for operation in (lambda: pt.release("A"), lambda: pt.append("A", 0), lambda: pt.rows("A", 0, 0)):
+        assert_fails_unchanged(pt, operation, PL.UnknownRequest)
+
+
+def test_out_of_pages_stays_catchable_as_in_the_book():
+    pt = PL.PageTable(1, 1)
+    pt.new(0)
+    pt.append(0, None)
+    with pytest.raises(PL.OutOfPages, match="no free page"):
+        pt.append(0, None)
+    assert issubclass(PL.OutOfPages, Exception)
+
+
+def test_array_pool_rejects_a_row_of_the_wrong_shape_unchanged():
+    pt = PL.ArrayPageTable(2, 2, row_shape=(2, 3))
+    pt.new(0)
+    assert_fails_unchanged(pt, lambda: pt.append(0, [1.0, 2.0]), PL.BadRow)
+
+
+# ---- the numpy pool gathers the same rows --------------------------------------------------------
+
+
+def test_array_pool_gather_equals_list_pool_rows_through_a_scrambled_table():
+    rng = np.random.default_rng(0)
+    listed, arrayed = PL.PageTable(16, 3), PL.ArrayPageTable(16, 3, row_shape=(2, 4))
+    for pt in (listed, arrayed):
+        pt.new("filler")
+        pt.new("A")
+    rows = []
+    for i in range(30):  # interleave two requests so A's pages are not consecutive
+        row = rng.standard_normal((2, 4))
+        rows.append(row)
+        for pt in (listed, arrayed):
+            pt.append("A", row)
+            if i % 2:
+                pt.append("filler", row)
+    for pt in (listed, arrayed):
+        pt.trim("A", 7)
+    assert listed.table["A"] == arrayed.table["A"]
+    got = arrayed.gather("A", 7, 30)
+    assert got.shape == (23, 2, 4)
+    np.testing.assert_array_equal(got, np.array(listed.rows("A", 7, 30)))
+    np.testing.assert_array_equal(got, np.array(rows[7:30]))
+    assert arrayed.gather("A", 9, 9).shape == (0, 2, 4)
+
+
+# ---- the host ------------------------------------------------------------------------------------
+
+
+def test_paged_chip_compiles_one_program_per_context_of_the_window():
+    chip = PL.PagedChip(T.make_model("structured"), 12, W=5, page=2, n_pages=8)
+    toks, records = chip.generate(0, 12)
+    assert sorted(chip.progs) == [1, 2, 3, 4, 5]
+    assert [r["ctx"] for r in records] == [1, 2, 3, 4, 5] + [5] * 7
+    assert toks == PT.rule_tokens(0, 12)
+    assert set(records[0]) >= {"L", "ctx", "code", "ext", "logits", "ints", "tok", "pages"}
+    assert chip.peak <= -(-(5 - 1) // 2) + 1
+
+
+def test_paged_chip_runs_out_of_pages_with_a_clear_error():
+    chip = PL.PagedChip(T.make_model("structured"), 10, W=None, page=2, n_pages=2)
+    with pytest.raises(PL.OutOfPages):
+        chip.generate(0, 10)
+
+
+def test_window_must_be_a_positive_int():
+    with pytest.raises(ValueError):
+        PL.float_windowed(T.make_model("structured"), 0, [], [], 0)
+
+
+def test_window_of_one_attends_only_the_new_token():
+    m = T.make_model("random", 1)
+    _, k, v, _ = T.float_step(m, 3, [], [])
+    alone = T.float_step(m, 5, [], [])[0]
+    assert PL.float_windowed(m, 5, [k, k], [v, v], 1)[0] == alone
+
+
+# ---- stateful: the page table against a shadow model ---------------------------------------------
+
+
+class PageTableMachine(RuleBasedStateMachine):
+    """Random sequences of operations, with the table compared to plain lists after each one."""
+
+    def __init__(self):
+        super().__init__()
+        self.pt = PL.PageTable(6, 2)
+        self.shadow: dict[int, list] = {}
+        self.next_id = 0
+        self.counter = 0
+
+    def live(self, data):
+        return data.draw(st.sampled_from(sorted(self.shadow)))
+
+    @rule()
+    def new(self):
+        self.pt.new(self.next_id)
+        self.shadow[self.next_id] = []
+        self.next_id += 1
+
+    @precondition(lambda self: self.shadow)
+    @rule(data=st.data())
+    def append(self, data):
+        rid = self.live(data)
+        self.counter += 1
+        before = PT.snapshot(self.pt)
+        try:
+            self.pt.append(rid, self.counter)
+        except PL.OutOfPages:
+            assert not self.pt.free
+            assert PT.same_state(before, PT.snapshot(self.pt))
+        else:
+            self.shadow[rid].append(self.counter)
+
+    @precondition(lambda self: self.shadow)
+    @rule(data=st.data())
+    def fork(self, data):
+        src = self.live(data)
+        self.pt.fork(src, self.next_id)
+        self.shadow[self.next_id] = list(self.shadow[src])
+        self.next_id += 1
+
+    @precondition(lambda self: self.shadow)
+    @rule(data=st.data())
+    def trim(self, data):
+        rid = self.live(data)
+        self.pt.trim(rid, data.draw(st.integers(0, len(self.shadow[rid]))))
+
+    @precondition(lambda self: self.shadow)
+    @rule(data=st.data())
+    def release(self, data):
+        rid = self.live(data)
+        self.pt.release(rid)
+        del self.shadow[rid]
+
+    @rule(data=st.data())
+    def misuse(self, data):
+        """Any of the misuses, on any state: a named error, and nothing changes."""
+        rid = data.draw(st.sampled_from(sorted(self.shadow) + [999]))
+        length = len(self.shadow.get(rid, []))
+        operation, error = data.draw(st.sampled_from([
+            (lambda: self.pt.release(rid), PL.UnknownRequest),
+            (lambda: self.pt.rows(rid, 0, length + 1), PL.PagedError),
+            (lambda: self.pt.trim(rid, length + 1), PL.PagedError),
+            (lambda: self.pt.fork(999, rid), PL.PagedError),
+        ]))
+        if rid != 999 and error is PL.UnknownRequest:
+            return
+        assert_fails_unchanged(self.pt, operation, error)
+
+    @invariant()
+    def matches_shadow(self):
+        problems = PT.invariants(self.pt, self.shadow, "stateful")
+        assert not problems, problems
+
+
+TestPageTableStateful = PageTableMachine.TestCase
+TestPageTableStateful.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
+                                          suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,111 @@
+"""The tiny model and the Chapter 12 host: the rule on the chip, and the chip against the float model."""
+
+from __future__ import annotations
+
+import math
+
+import capra
+import decode
+import ga2_progs
+import numpy as np
+import pytest
+import tiny_lm as T
+from conftest import needs_icarus, needs_verilator
+from replay_util import counters, replay, verdict
+
+
+def rule(start: int, n: int) -> list[int]:
+    toks = [start]
+    for _ in range(n):
+        toks.append((5 * toks[-1] + 3) % 16)
+    return toks
+
+
+def test_f_next_is_the_rule():
+    assert [T.f_next(t) for t in range(16)] == [(5 * t + 3) % 16 for t in range(16)]
+
+
+def test_float_step_attention_is_a_distribution_over_cache_and_new_token():
+    m = T.make_model("random", 4)
+    kc = [T.mv(m["E"][t], m["Wk"]) for t in (1, 2, 3)]
+    vc = [T.mv(m["E"][t], m["Wv"]) for t in (1, 2, 3)]
+    logits, k, v, info = T.float_step(m, 5, kc, vc)
+    assert len(logits) == T.V and len(info["p"]) == 4
+    assert abs(sum(info["p"]) - 1) < 1e-12
+    assert k == T.mv(m["E"][5], m["Wk"]) and v == T.mv(m["E"][5], m["Wv"])
+
+
+def test_float_step_matches_a_from_scratch_formula():
+    m = T.make_model("random", 9)
+    toks = [3, 1, 4, 1, 5]
+    x = np.array([m["E"][t] for t in toks])
+    keys, values = x @ m["Wk"], x @ m["Wv"]
+    q = x[-1] @ m["Wq"]
+    s = keys @ q / math.sqrt(T.D)
+    p = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+    h = x[-1] + (p @ values) @ m["Wo"]
+    y = h + np.maximum(h @ m["W1"], 0) @ m["W2"]
+    logits, _, _, _ = T.float_step(m, toks[-1], keys[:-1].tolist(), values[:-1].tolist())
+    assert np.allclose(logits, y @ m["Wout"], atol=1e-12)
+
+
+def test_structured_model_follows_the_rule_in_float_for_every_start():
+    m = T.make_model("structured")
+    for start in range(16):
+        toks, kc, vc = [start], [], []
+        for _ in range(32):
+            lg, k, v, _ = T.float_step(m, toks[-1], kc, vc)
+            kc.append(k)
+            vc.append(v)
+            toks.append(lg.index(max(lg)))
+        assert toks == rule(start, 32)
+
+
+@pytest.fixture(scope="module")
+def structured_host():
+    return decode.ChipHost(T.make_model("structured"), 32)
+
+
+def test_structured_model_follows_the_rule_on_the_chip_for_every_start(structured_host):
+    for start in range(16):
+        toks, records = structured_host.generate(start, 32)
+        assert toks == rule(start, 32), f"start {start}"
+        assert [r.tok for r in records] == rule(start, 32)[1:]
+    assert sorted(structured_host.progs) == list(range(1, 33))
+
+
+def test_machine_model_equals_the_programs_integer_semantics(structured_host):
+    _toks, records = structured_host.generate(7, 12)
+    for r in records:
+        P = structured_host.program(r.ctx)
+        assert capra.run_program(P.code, r.ext, capra.ext_limit()).counters.as_list() == r.counters.as_list()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_model_logits_stay_within_15_percent_of_float(seed):
+    m = T.make_model("random", seed)
+    host = decode.ChipHost(m, 16)
+    for start in (0, 5, 11):
+        ref, kc, vc = [start], [], []
+        floats = []
+        for _ in range(16):
+            lg, k, v, _ = T.float_step(m, ref[-1], kc, vc)
+            floats.append(lg)
+            kc.append(k)
+            vc.append(v)
+            ref.append(lg.index(max(lg)))
+        _toks, records = host.generate(start, 16, force=ref)
+        for L, (r, lg) in enumerate(zip(records, floats), start=1):
+            err = math.sqrt(sum((a - b) ** 2 for a, b in zip(r.logits, lg)) / sum(b * b for b in lg))
+            assert err < 0.15, f"seed {seed} start {start} step {L}: relative logit error {err:.3f}"
+
+
+@needs_icarus
+@needs_verilator
+def test_decode_replays_on_both_simulators(structured_host):
+    _toks, records = structured_host.generate(0, 32)
+    recs = [ga2_progs.record(r.code, r.ext) for r in records]
+    for sim in ("icarus", "verilator"):
+        out = replay(sim, recs, "decode32", ga2_progs.ext_words())[1]
+        assert verdict(out).startswith("PASS: 32 programs"), out[-2000:]
+        assert counters(out) == {i: r.counters.as_list() for i, r in enumerate(records)}
