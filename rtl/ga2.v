@@ -78,7 +78,7 @@ module ga2 #(
     wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0) && !(op == OP_WAIT && cnt > 16'd1);
 
     // ---- units ----
-    wire [11:0] mm_ra, vec_ra, vec_rb, sm_ra, mm_wa, vec_wa, sm_wa, dma_sra, dma_swa;
+    wire [11:0] mm_ra, vec_ra_addr, vec_rb_addr, sm_ra, mm_wa, vec_wa, sm_wa, dma_sra, dma_swa;
     wire [31:0] ra_data, rb_data, dma_srd, mm_wd, vec_wd, sm_wd, dma_swd;
     wire        mm_we, vec_we, sm_we, dma_swe, mm_done, vec_done, sm_done;
 
@@ -90,34 +90,41 @@ module ga2 #(
         .sram_wdata(dma_swd)
     );
 
+    // Each unit sees read data only while it runs: an idle unit's datapath then stays still,
+    // which costs nothing in hardware and keeps event-driven simulation fast.
+    wire [31:0] mm_rd  = (cur_op == OP_MM) ? ra_data : 32'd0;
+    wire [31:0] vec_ra = (cur_op == OP_VEC) ? ra_data : 32'd0;
+    wire [31:0] vec_rb = (cur_op == OP_VEC) ? rb_data : 32'd0;
+    wire [31:0] sm_rd  = (cur_op == OP_SMAX) ? ra_data : 32'd0;
+
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
         .a_base(fa), .b_base(fb), .out_base(fc), .qa(qa), .qs(qs), .qbias(qbias),
-        .rd_addr(mm_ra), .rd_data(ra_data), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd), .done(mm_done)
+        .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd), .done(mm_done)
     );
 
     ga2_vec u_vec (
         .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[11:0]), .src_b(fb[11:0]), .dst(fc[11:0]),
-        .qa(qa), .qb(qb), .qs(qs), .ra_addr(vec_ra), .ra_data(ra_data), .rb_addr(vec_rb), .rb_data(rb_data),
+        .qa(qa), .qb(qb), .qs(qs), .ra_addr(vec_ra_addr), .ra_data(vec_ra), .rb_addr(vec_rb_addr), .rb_data(vec_rb),
         .we(vec_we), .waddr(vec_wa), .wdata(vec_wd), .done(vec_done)
     );
 
     ga2_sm u_sm (
         .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt), .src(fa[11:0]),
-        .dst(fc[11:0]), .rd_addr(sm_ra), .rd_data(ra_data), .we(sm_we), .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
+        .dst(fc[11:0]), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we), .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );
 
     // ---- scratchpad: compute ports go to the unit that is running ----
     wire        is_mm  = (cur_op == OP_MM);
     wire        is_vec = (cur_op == OP_VEC);
-    wire [11:0] ra_addr = is_mm ? mm_ra : is_vec ? vec_ra : sm_ra;
+    wire [11:0] ra_addr = is_mm ? mm_ra : is_vec ? vec_ra_addr : sm_ra;
     wire        wc_en   = is_mm ? mm_we : is_vec ? vec_we : sm_we;
     wire [11:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
     wire [31:0] wc_data = is_mm ? mm_wd : is_vec ? vec_wd : sm_wd;
 
     sram #(.WORDS(GA2_SRAM_WORDS), .AW(GA2_SRAM_AW)) u_sram (
         .clk(clk),
-        .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(vec_rb), .rb_data(rb_data),
+        .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(vec_rb_addr), .rb_data(rb_data),
         .rd_addr(dma_sra), .rd_data(dma_srd),
         .wc_en(executing && wc_en), .wc_addr(wc_addr), .wc_data(wc_data),
         .wd_en(dma_swe), .wd_addr(dma_swa), .wd_data(dma_swd)

@@ -149,14 +149,16 @@ module ga2_mm (
         .a_left(a_feed), .b_top(b_feed), .acc(acc)
     );
 
-    // results with bias and relu, as captured into the output buffer at a step's end
-    wire [N*N*32-1:0] finished;
-    generate
-        for (q = 0; q < N * N; q = q + 1) begin : g_fin
-            wire [31:0] biased = acc[q*32 +: 32] + (use_b ? bias_c[(q % N)*32 +: 32] : 32'd0);
-            assign finished[q*32 +: 32] = (relu && biased[31]) ? 32'd0 : biased;
+    // a result with bias and relu, as captured into the output buffer at a step's end
+    function [31:0] finish;
+        input [31:0] raw;
+        input [31:0] bias;
+        reg   [31:0] biased;
+        begin
+            biased = raw + (use_b ? bias : 32'd0);
+            finish = (relu && biased[31]) ? 32'd0 : biased;
         end
-    endgenerate
+    endfunction
 
     // ---- write stage: from the output buffer ----
     wire [1:0]  w_row = out8 ? cc[1:0] : wi[1:0];
@@ -177,6 +179,7 @@ module ga2_mm (
     wire [15:0] next_step = last_step ? 16'd0 : step + 16'd1;
     wire [15:0] next_w_c0 = {next_step[13:0], 2'b00} - 16'd8;
 
+    integer pe;
     always @(posedge clk) begin
         if (rst) begin
             state <= S_IDLE;
@@ -248,7 +251,10 @@ module ga2_mm (
                         lj <= 16'd0; lw <= 16'd0; wi <= 16'd0; wj <= 16'd0;
                         bk_ptr <= b_base_r + next_step;
                         o_ptr <= o_tile + (out8 ? (next_step - 16'd2) : next_w_c0);
-                        if (c_act) obuf <= finished;
+                        if (c_act) begin
+                            for (pe = 0; pe < N * N; pe = pe + 1)
+                                obuf[pe*32 +: 32] <= finish(acc[pe*32 +: 32], bias_c[(pe % N)*32 +: 32]);
+                        end
                         bias_c <= bias_l_next;  // includes a bias word read in this last cycle
                         step <= next_step;
                         if (last_step) begin

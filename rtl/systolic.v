@@ -17,42 +17,42 @@ module systolic #(
     input  wire [N*8-1:0]    b_top,
     output reg  [N*N*32-1:0] acc
 );
-    reg  [N*N*8-1:0]  a_reg;   // the A operand each PE passes to its right neighbour
-    reg  [N*N*8-1:0]  b_reg;   // the B operand each PE passes down
-    wire [N*N*8-1:0]  a_src;   // the A operand each PE uses this cycle
-    wire [N*N*8-1:0]  b_src;
-    wire [N*N*32-1:0] acc_next;
-
+    // Each PE keeps its own registers (declared inside its generate block), so a simulator only
+    // re-evaluates a PE when its own inputs change.
     genvar i, j;
     generate
         for (i = 0; i < N; i = i + 1) begin : g_row
             for (j = 0; j < N; j = j + 1) begin : g_col
+                reg  [7:0]  a_q;     // the A operand passed to the right neighbour
+                reg  [7:0]  b_q;     // the B operand passed down
+                reg  [31:0] acc_q;
+                wire [7:0]  a_in;
+                wire [7:0]  b_in;
                 if (j == 0) begin : g_a_edge
-                    assign a_src[(i*N+j)*8 +: 8] = a_left[i*8 +: 8];
+                    assign a_in = a_left[i*8 +: 8];
                 end else begin : g_a_inner
-                    assign a_src[(i*N+j)*8 +: 8] = a_reg[(i*N+j-1)*8 +: 8];
+                    assign a_in = g_row[i].g_col[j-1].a_q;
                 end
                 if (i == 0) begin : g_b_edge
-                    assign b_src[(i*N+j)*8 +: 8] = b_top[j*8 +: 8];
+                    assign b_in = b_top[j*8 +: 8];
                 end else begin : g_b_inner
-                    assign b_src[(i*N+j)*8 +: 8] = b_reg[((i-1)*N+j)*8 +: 8];
+                    assign b_in = g_row[i-1].g_col[j].b_q;
                 end
-                wire signed [15:0] prod = $signed(a_src[(i*N+j)*8 +: 8]) * $signed(b_src[(i*N+j)*8 +: 8]);
-                assign acc_next[(i*N+j)*32 +: 32] = acc[(i*N+j)*32 +: 32] + {{16{prod[15]}}, prod};
+                wire signed [15:0] prod = $signed(a_in) * $signed(b_in);
+                always @(posedge clk) begin
+                    if (clear) begin
+                        a_q <= 8'd0;
+                        b_q <= 8'd0;
+                        acc_q <= 32'd0;
+                    end else if (en) begin
+                        a_q <= a_in;
+                        b_q <= b_in;
+                        acc_q <= acc_q + {{16{prod[15]}}, prod};
+                    end
+                end
+                always @(*) acc[(i*N+j)*32 +: 32] = acc_q;
             end
         end
     endgenerate
-
-    always @(posedge clk) begin
-        if (clear) begin
-            a_reg <= {N*N*8{1'b0}};
-            b_reg <= {N*N*8{1'b0}};
-            acc   <= {N*N*32{1'b0}};
-        end else if (en) begin
-            a_reg <= a_src;
-            b_reg <= b_src;
-            acc   <= acc_next;
-        end
-    end
 endmodule
 `default_nettype wire

@@ -23,7 +23,7 @@ TEST_MODULES = ROOT / "tests" / "cocotb"
 BUILD = ROOT / "out" / "cocotb"
 DEFAULT_SEED = 20240601
 
-# The cocotb test modules import `bench` (tests/cocotb) and `capra` (model/); the runner hands the
+# The cocotb test modules import `cocotb_util` (tests/cocotb) and `capra` (model/); the runner hands the
 # simulator this process's sys.path as PYTHONPATH.
 for path in (TEST_MODULES, ROOT / "model"):
     if str(path) not in sys.path:

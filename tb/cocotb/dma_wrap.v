@@ -3,7 +3,8 @@
 // dma_wrap: the DMA engine and the scratchpad wired as in ga2.v (the DMA owns the sram's rd port and
 // wd write port), plus a host port on the compute side (ra read port, wc write port) through which the
 // cocotb test fills and checks the scratchpad. External memory is modelled by the test: it drives
-// ext_rdata every cycle from ext_addr and captures ext_we / ext_wdata.
+// ext_rdata every cycle from ext_addr and captures ext_we / ext_wdata. `full` is brought out so the
+// test can start transfers the way the sequencer does (only while it is low) and check it every cycle.
 module dma_wrap (
     input  wire        clk,
     input  wire        rst,
@@ -16,6 +17,7 @@ module dma_wrap (
     input  wire [15:0] ext_stride,
     input  wire [11:0] sram_stride,
     output wire        busy,
+    output wire        full,
     output wire [15:0] ext_addr,
     input  wire [31:0] ext_rdata,
     output wire        ext_we,
@@ -33,7 +35,8 @@ module dma_wrap (
     dma u_dma (
         .clk(clk), .rst(rst), .start(start), .is_store(is_store), .rows(rows), .cols(cols),
         .sram_base(sram_base), .ext_base(ext_base), .ext_stride(ext_stride), .sram_stride(sram_stride),
-        .busy(busy), .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata),
+        .busy(busy), .full(full),
+        .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata),
         .sram_raddr(dma_raddr), .sram_rdata(dma_rdata), .sram_we(sram_we), .sram_waddr(sram_waddr),
         .sram_wdata(dma_wdata)
     );

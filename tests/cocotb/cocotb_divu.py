@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 
 import cocotb
-from bench import Cycles, reset, rng, start_clock
 from capra import isa
+from cocotb_util import Cycles, reset, rng, start_clock
 
 MASK32 = 0xFFFFFFFF
 RESULT_CYCLE = isa.DIV_CYCLES + 1  # results valid from cycle s + 33

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
-from bench import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
 from capra import isa
 from capra.machine import requantize
+from cocotb_util import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
 
 OPERATIONS = 400
 WINDOW = 512  # scratchpad words the test uses, all filled with random data first

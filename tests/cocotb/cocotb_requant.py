@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 
 import cocotb
-from bench import rng, s8
 from capra import isa
 from capra.machine import requantize
 from cocotb.triggers import Timer
+from cocotb_util import rng, s8
 
 ACC_EXTREMES = (-(1 << 31), (1 << 31) - 1, 0, 1, -1, -2, 2, 127, 128, -128, -129)
 MULT_EXTREMES = (0, 1, 2, 255, 256, 32767, 32768, 65534, 65535)

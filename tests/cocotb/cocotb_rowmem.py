@@ -8,7 +8,7 @@ asynchronous read port; a read sees the value before this cycle's write.
 from __future__ import annotations
 
 import cocotb
-from bench import LANES, rng, start_clock
+from cocotb_util import LANES, rng, start_clock
 
 CYCLES = 3000
 

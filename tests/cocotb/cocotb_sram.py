@@ -7,7 +7,7 @@ Reads see the value before this cycle's writes; the two write ports never target
 from __future__ import annotations
 
 import cocotb
-from bench import rng, start_clock
+from cocotb_util import rng, start_clock
 
 CYCLES = 2000
 READ_PORTS = ("ra", "rb", "rd")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
-from bench import Cycles, rng, s32, start_clock
 from capra import isa
 from capra.machine import wrap32
+from cocotb_util import Cycles, rng, s32, start_clock
 
 # Icarus spends about 10 ms per cycle on the 8 x 8 array (its 2048-bit accumulator vector), so the
 # larger array gets fewer and shorter matmuls; N = 4 is the chip's size and gets the most.
