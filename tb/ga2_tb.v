@@ -12,7 +12,8 @@
 // External memory starts as init followed by zeros; after HALT words 0..n_expect-1 must equal
 // expect and every later word must still be zero. Exactly one verdict line is printed:
 // PASS / FAIL (a malformed image, a program that does not halt) / MISMATCH (a word or a counter).
-// Plusargs: +PROG=<file> (default out/ga2_programs.hex). Defines: EXTW, DUMP, WATCHDOG, MAXWORDS.
+// Plusargs: +PROG=<file> (default out/ga2_programs.hex). Defines: EXTW, DUMP, WATCHDOG, MAXWORDS,
+// WAVES (writes out/ga2.vcd).
 module ga2_tb;
 `ifndef EXTW
     `define EXTW 8192
@@ -49,6 +50,14 @@ module ga2_tb;
     extmem_rw #(.EXTW(EXTW)) u_ext (
         .clk(clk), .addr(ext_addr), .rdata(ext_rdata), .we(ext_we), .wdata(ext_wdata)
     );
+
+`ifdef WAVES
+    // a waveform of the chip (Icarus): make waves
+    initial begin
+        $dumpfile("out/ga2.vcd");
+        $dumpvars(0, u_ga2);
+    end
+`endif
 
     reg [31:0] img [0:MAXWORDS-1];
     reg [1023:0] path;
