@@ -68,34 +68,28 @@ def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:
     rng = random.Random(seed)
     ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
     mach = Machine.with_ext(ext, EXTW)
-    mach.sram[:] = 0
     code: list[int] = []
-    pc = 0
-    attempts = 0
-    while pc < length and attempts < 50 * length:
-        attempts += 1
-        words = _candidate(rng)
+
+    def accept(words: list[int]) -> bool:
+        """Append `words` if the machine model accepts them after the program so far."""
+        nonlocal mach
         trial = copy.deepcopy(mach)
         try:
-            trial.step(pc, isa.Instr.decode(words))
+            trial.step(len(code) // isa.WORDS_PER_INSTR, isa.Instr.decode(words))
         except ProgramError:
-            continue
+            return False
         mach = trial
-        code += words
-        pc += 1
-        if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
+        code.extend(words)
+        return True
+
+    attempts = 0
+    while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
+        attempts += 1
+        words = _candidate(rng)
+        if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
             # make the result visible: store the words just written
-            ins = isa.Instr.decode(words)
-            dst = ins.c
-            store = asm.store(dst, rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, 24))
-            trial = copy.deepcopy(mach)
-            try:
-                trial.step(pc, isa.Instr.decode(store))
-            except ProgramError:
-                continue
-            mach = trial
-            code += store
-            pc += 1
+            dst = isa.Instr.decode(words).c
+            accept(asm.store(dst, rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, 24)))
     code += asm.halt()
     return code, ext
 
