@@ -1,0 +1,424 @@
+"""MixedKVCache, attention masks, the sink path and generate(): the seed's contracts, in numpy.
+
+Expected values come from independent computations: a plain Python list model for the cache, a
+loop-by-loop attention for the masks and the sink, the uncached recompute for generate().
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import generate as gen
+import mixed_lm
+import numpy as np
+import pytest
+from generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, attention, make_mixed_model, rotary_tables
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def tagged(values, batch=1, heads=2, dim=3):
+    """K and V chunks whose every element of token t equals values[t] (V is offset by 1000)."""
+    vals = np.asarray(values, dtype=np.float64)
+    k = np.broadcast_to(vals[None, None, :, None], (batch, heads, len(vals), dim)).copy()
+    return k, k + 1000.0
+
+
+def token_tags(array):
+    """The per-token tag of a (B, H, T, D) array produced by ``tagged``."""
+    return array[0, 0, :, 0].tolist()
+
+
+@pytest.fixture(scope="module")
+def random_model():
+    return make_mixed_model(seed=3, kind="random", window=4, dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def passkey_model():
+    return make_mixed_model(seed=0, window=16, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# MixedKVCache: windowed ring
+# ---------------------------------------------------------------------------------------------
+
+
+def test_kv_cache_windowed_preserves_order_after_rollover():
+    cache = MixedKVCache()
+    for token in range(1, 8):                    # 7 single-token appends, tagged 1..7
+        cache.append(0, *tagged([token]), is_windowed=True, window=3)
+    k, v = cache.get(0, is_windowed=True)
+    assert token_tags(k) == [5.0, 6.0, 7.0], "the ring must return the last three appended, oldest first"
+    assert token_tags(v) == [1005.0, 1006.0, 1007.0]
+
+
+def test_kv_cache_prefill_longer_than_window_keeps_last_window():
+    cache = MixedKVCache()
+    cache.append(0, *tagged(range(10)), is_windowed=True, window=4)
+    assert token_tags(cache.get(0, True)[0]) == [6.0, 7.0, 8.0, 9.0]
+    cache.append(0, *tagged([10]), is_windowed=True, window=4)    # decode writes at head
+    assert token_tags(cache.get(0, True)[0]) == [7.0, 8.0, 9.0, 10.0]
+
+
+def test_kv_cache_seq_len_helper_for_both_kinds_and_before_first_append():
+    cache = MixedKVCache()
+    assert cache.seq_len(0) == 0 and cache.seq_len(1) == 0 and cache.seq_len(99) == 0
+    assert cache.get(0, True) == (None, None) and cache.get(1, False) == (None, None)
+    cache.append(0, *tagged(range(5)), is_windowed=True, window=3)
+    cache.append(1, *tagged(range(5)), is_windowed=False, window=3)
+    assert cache.seq_len(0) == 3, "a windowed layer's length is capped at its window"
+    assert cache.seq_len(1) == 5, "a global layer keeps every token"
+    cache.append(0, *tagged([5]), is_windowed=True, window=3)
+    cache.append(1, *tagged([5]), is_windowed=False, window=3)
+    assert (cache.seq_len(0), cache.seq_len(1)) == (3, 6)
+    assert len(cache) == 2
+
+
+def test_kv_cache_reset_forgets_every_layer():
+    cache = MixedKVCache()
+    cache.append(0, *tagged(range(4)), is_windowed=True, window=2)
+    cache.append(1, *tagged(range(4)), is_windowed=False, window=2)
+    cache.reset()
+    assert len(cache) == 0
+    assert cache.seq_len(0) == 0 and cache.seq_len(1) == 0
+    assert cache.get(1, False) == (None, None)
+    assert cache.allocated_bytes() == 0
+    cache.append(1, *tagged([42]), is_windowed=False, window=2)
+    assert token_tags(cache.get(1, False)[0]) == [42.0]
+
+
+def test_kv_cache_global_growth_follows_one_and_a_half_rule():
+    cache = MixedKVCache()
+    capacities = []
+    for token in range(12):
+        cache.append(0, *tagged([token]), is_windowed=False, window=1)
+        capacities.append(cache._growing[0].k.shape[2])
+    expected, cap = [], 0
+    for needed in range(1, 13):                  # independent replay of max(needed, int(cap*1.5)+1)
+        if cap == 0:
+            cap = max(needed, 1)
+        elif needed > cap:
+            cap = max(needed, int(cap * 1.5) + 1)
+        expected.append(cap)
+    assert capacities == expected
+    assert token_tags(cache.get(0, False)[0]) == [float(t) for t in range(12)]
+
+
+def test_kv_cache_cap_is_a_loud_error_and_leaves_cache_unchanged():
+    cache = MixedKVCache(global_cap_tokens=10)
+    cache.append(0, *tagged(range(8)), is_windowed=False, window=1)
+    before_k, before_v = (a.copy() for a in cache.get(0, False))
+    before_bytes = cache.allocated_bytes()
+    with pytest.raises(CacheCapacityError, match="cap of 10"):
+        cache.append(0, *tagged(range(8, 11)), is_windowed=False, window=1)
+    assert cache.seq_len(0) == 8
+    assert cache.allocated_bytes() == before_bytes
+    after_k, after_v = cache.get(0, False)
+    np.testing.assert_array_equal(after_k, before_k)
+    np.testing.assert_array_equal(after_v, before_v)
+    cache.append(0, *tagged([8, 9]), is_windowed=False, window=1)      # exactly at the cap is fine
+    assert cache.seq_len(0) == 10 and cache._growing[0].k.shape[2] == 10
+    with pytest.raises(CacheCapacityError):
+        MixedKVCache(global_cap_tokens=3).append(0, *tagged(range(4)), is_windowed=False, window=1)
+    assert issubclass(CacheCapacityError, RuntimeError)
+
+
+def test_kv_cache_rejects_bad_shapes_and_kind_changes_without_changing_state():
+    cache = MixedKVCache()
+    cache.append(0, *tagged(range(3)), is_windowed=True, window=4)
+    k, v = tagged([1])
+    with pytest.raises(ValueError, match="k_rot and v"):
+        cache.append(0, k[0], v[0], is_windowed=True, window=4)
+    with pytest.raises(ValueError, match="cached as windowed"):
+        cache.append(0, k, v, is_windowed=False, window=4)
+    with pytest.raises(ValueError, match="kv_heads"):
+        cache.append(0, *tagged([1], heads=3), is_windowed=True, window=4)
+    with pytest.raises(ValueError, match="window changed"):
+        cache.append(0, k, v, is_windowed=True, window=5)
+    assert cache.seq_len(0) == 3 and token_tags(cache.get(0, True)[0]) == [0.0, 1.0, 2.0]
+
+
+chunk_lists = st.lists(st.integers(min_value=1, max_value=13), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(window=st.integers(min_value=1, max_value=6), chunks=chunk_lists)
+def test_kv_cache_windowed_matches_list_model(window, chunks):
+    cache = MixedKVCache()
+    history: list[float] = []
+    next_tag = 0
+    for size in chunks:                          # chunks both smaller and larger than the window
+        tags = list(range(next_tag, next_tag + size))
+        next_tag += size
+        cache.append(0, *tagged(tags), is_windowed=True, window=window)
+        history.extend(float(t) for t in tags)
+        expected = history[-window:]
+        k, v = cache.get(0, True)
+        assert token_tags(k) == expected
+        assert token_tags(v) == [t + 1000.0 for t in expected]
+        assert cache.seq_len(0) == len(expected)
+        assert cache.allocated_bytes() == 2 * window * 2 * 3 * 8
+
+
+@settings(max_examples=150, deadline=None)
+@given(cap=st.integers(min_value=1, max_value=40), chunks=chunk_lists)
+def test_kv_cache_global_matches_list_model_up_to_the_cap(cap, chunks):
+    cache = MixedKVCache(global_cap_tokens=cap)
+    history: list[float] = []
+    next_tag = 0
+    for size in chunks:
+        tags = [float(t) for t in range(next_tag, next_tag + size)]
+        next_tag += size
+        if len(history) + size > cap:
+            with pytest.raises(CacheCapacityError):
+                cache.append(0, *tagged(tags), is_windowed=False, window=1)
+        else:
+            cache.append(0, *tagged(tags), is_windowed=False, window=1)
+            history.extend(tags)
+        assert cache.seq_len(0) == len(history)
+        if history:
+            assert token_tags(cache.get(0, False)[0]) == history
+            assert len(history) <= cache._growing[0].k.shape[2] <= cap
+
+
+# ---------------------------------------------------------------------------------------------
+# attention: masks, window, sink, GQA
+# ---------------------------------------------------------------------------------------------
+
+
+def manual_attention(q, k, v, sink, window=None):
+    """Loop-by-loop reference: explicit mask per (query, key), sink appended, math.exp softmax."""
+    batch, n_heads, t_q, dim = q.shape
+    n_kv, t_k = k.shape[1], k.shape[2]
+    out = np.zeros_like(q)
+    for b in range(batch):
+        for h in range(n_heads):
+            kv = h // (n_heads // n_kv)
+            for i in range(t_q):
+                qi = i + t_k - t_q
+                logits, rows = [], []
+                for j in range(t_k):
+                    if j > qi or (window is not None and qi - j >= window):
+                        continue
+                    logits.append(float(q[b, h, i] @ k[b, kv, j]) / math.sqrt(dim))
+                    rows.append(v[b, kv, j])
+                logits.append(float(sink[h]))
+                top = max(logits)
+                weights = [math.exp(x - top) for x in logits]
+                total = sum(weights)
+                for w, row in zip(weights[:-1], rows, strict=True):
+                    out[b, h, i] += w / total * row
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 3])
+@pytest.mark.parametrize("t_q,t_k", [(6, 6), (1, 7), (3, 8)])   # prefill, decode, chunk into a prefix
+def test_sink_path_matches_manual_reference(window, t_q, t_k):
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 4, t_q, 5))
+    k = rng.standard_normal((2, 2, t_k, 5))
+    v = rng.standard_normal((2, 2, t_k, 5))
+    sink = np.array([-10.0, 0.5, 3.0, 15.0])
+    got = attention(q, k, v, sink, window=window, max_block_elements=16)   # tiny blocks: many edges
+    np.testing.assert_allclose(got, manual_attention(q, k, v, sink, window), rtol=1e-12, atol=1e-12)
+
+
+def test_sliding_window_blocks_past_keys_at_prefill():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 2, 10, 4))
+    k = rng.standard_normal((1, 1, 10, 4))
+    v = rng.standard_normal((1, 1, 10, 4))
+    sink = np.zeros(2)
+    base = attention(q, k, v, sink, window=3)
+    k2, v2 = k.copy(), v.copy()
+    k2[:, :, 2] += 100.0                         # key 2 is out of reach for queries 5..9
+    v2[:, :, 2] -= 100.0
+    changed = attention(q, k2, v2, sink, window=3)
+    np.testing.assert_array_equal(changed[:, :, 5:], base[:, :, 5:])
+    assert not np.allclose(changed[:, :, 2:5], base[:, :, 2:5]), "queries 2..4 do see key 2"
+
+
+def test_gqa_expansion_equals_repeated_heads():
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 6, 4, 8))
+    k = rng.standard_normal((1, 2, 9, 8))
+    v = rng.standard_normal((1, 2, 9, 8))
+    sink = rng.uniform(-3, 3, size=6)
+    grouped = attention(q, k, v, sink)
+    repeated = attention(q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1), sink)
+    np.testing.assert_allclose(grouped, repeated, rtol=1e-12)
+
+
+def test_cache_stores_kv_heads_not_query_heads(random_model):
+    ids = np.arange(10)[None, :] % random_model.vocab_size
+    cache = fill_cache(random_model, ids, decode_steps=2)
+    for layer_idx, layer in enumerate(random_model.layers):
+        k, v = cache.get(layer_idx, layer.windowed)
+        assert k.shape[1] == v.shape[1] == random_model.n_kv_heads < random_model.n_heads
+
+
+def test_cached_keys_are_rotated_once_at_their_absolute_position(random_model):
+    """Keys stored by prefill + decode equal keys rotated in one pass over the full sequence."""
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, random_model.vocab_size, size=(1, 9))
+    cache = fill_cache(random_model, ids[:, :6])
+    random_model.forward(ids[:, 6:7], np.array([6]), cache=cache)
+    random_model.forward(ids[:, 7:9], np.array([7, 8]), cache=cache)
+    x = random_model.embed[ids]
+    layer = random_model.layers[1]                               # global: keeps every key
+    cos, sin = rotary_tables(np.arange(9), random_model.rotary_dims, random_model.rope_base, np.float64)
+    for idx in range(1):
+        x = random_model._layer(idx, x, cos, sin, None, None)
+    k_ref = apply_rotary(random_model._heads(x @ layer.wk, random_model.n_kv_heads), cos, sin,
+                         random_model.rotary_dims)
+    np.testing.assert_allclose(cache.get(1, False)[0], k_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_chunked_prefill_into_cached_prefix_is_causal(random_model):
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, random_model.vocab_size, size=(2, 14))
+    full = random_model.forward(ids, np.arange(14))
+    cache = fill_cache(random_model, ids[:, :8])                  # cached prefix of 8 tokens
+    chunk = random_model.forward(ids[:, 8:], np.arange(8, 14), cache=cache)
+    np.testing.assert_allclose(chunk, full[:, 8:], rtol=1e-9, atol=1e-10)
+    altered = ids.copy()
+    altered[:, 12] = (altered[:, 12] + 1) % random_model.vocab_size   # change a later token of the chunk
+    cache = fill_cache(random_model, altered[:, :8])
+    chunk2 = random_model.forward(altered[:, 8:], np.arange(8, 14), cache=cache)
+    np.testing.assert_array_equal(chunk2[:, :4], chunk[:, :4], err_msg="earlier outputs must not see token 12")
+    assert not np.allclose(chunk2[:, 4:], chunk[:, 4:])
+
+
+# ---------------------------------------------------------------------------------------------
+# sink clamp
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sink_clamp_is_applied(random_model, monkeypatch):
+    raw = random_model.layers[0].sink_raw
+    assert raw.min() < SINK_MIN or raw.max() > SINK_MAX, "fixture should exercise the clamp"
+    np.testing.assert_array_equal(random_model.clamped_sink(0, None), np.clip(raw, -10.0, 15.0))
+    ids = np.arange(12)[None, :] % random_model.vocab_size
+    pre_clamped = dataclasses.replace(random_model, layers=[
+        dataclasses.replace(layer, sink_raw=np.clip(layer.sink_raw, -10.0, 15.0)) for layer in random_model.layers
+    ])
+    clamped_out = random_model.forward(ids, np.arange(12))
+    np.testing.assert_array_equal(clamped_out, pre_clamped.forward(ids, np.arange(12)))
+    monkeypatch.setattr(mixed_lm, "clamp_sink_logits", lambda raw: raw)      # switch the clamp off
+    assert not np.allclose(random_model.forward(ids, np.arange(12)), clamped_out), "the clamp must matter here"
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_sink_clamp_is_memoised_once_per_generate_call(random_model, monkeypatch, use_cache):
+    calls = []
+    real = mixed_lm.clamp_sink_logits
+
+    def counting(raw):
+        calls.append(1)
+        return real(raw)
+
+    monkeypatch.setattr(mixed_lm, "clamp_sink_logits", counting)
+    ids = np.arange(5)[None, :]
+    generate(random_model, ids, max_new_tokens=9, temperature=0.0, use_cache=use_cache)
+    assert len(calls) == random_model.n_layers, "one clamp per layer per call, not per step"
+    generate(random_model, ids, max_new_tokens=3, temperature=0.0, use_cache=use_cache)
+    assert len(calls) == 2 * random_model.n_layers, "a new call clamps afresh"
+
+
+# ---------------------------------------------------------------------------------------------
+# generate()
+# ---------------------------------------------------------------------------------------------
+
+
+def test_generate_use_cache_false_matches_cache_greedy_whole_generation(random_model):
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, random_model.vocab_size, size=(3, 7))
+    cached = generate(random_model, ids, max_new_tokens=20, temperature=0.0, use_cache=True)
+    uncached = generate(random_model, ids, max_new_tokens=20, temperature=0.0, use_cache=False)
+    assert cached.shape == (3, 27)
+    np.testing.assert_array_equal(cached, uncached)
+    np.testing.assert_array_equal(cached[:, :7], ids)
+
+
+def test_generate_use_cache_false_matches_cache_sampled_same_seed(random_model):
+    ids = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])
+    cached = generate(random_model, ids, max_new_tokens=20, temperature=1.3, top_p=0.95, use_cache=True, seed=11)
+    uncached = generate(random_model, ids, max_new_tokens=20, temperature=1.3, top_p=0.95, use_cache=False, seed=11)
+    np.testing.assert_array_equal(cached, uncached)
+
+
+def test_generate_cached_matches_uncached_on_the_passkey_model(passkey_model):
+    tokens = "the passkey is 7 0 4 1 9 . here we go . what is the passkey ? the passkey is".split()
+    ids = np.array([[passkey_model.vocab.index(t) for t in tokens]])
+    cached = generate(passkey_model, ids, max_new_tokens=6, temperature=0.0)
+    uncached = generate(passkey_model, ids, max_new_tokens=6, temperature=0.0, use_cache=False)
+    np.testing.assert_array_equal(cached, uncached)
+    assert [passkey_model.vocab[t] for t in cached[0, -6:]] == ["7", "0", "4", "1", "9", "."]
+
+
+def test_generate_is_reproducible_from_seed(random_model):
+    ids = np.array([[1, 2, 3]])
+    a = generate(random_model, ids, max_new_tokens=30, temperature=1.0, top_p=1.0, seed=5)
+    b = generate(random_model, ids, max_new_tokens=30, temperature=1.0, top_p=1.0, seed=5)
+    c = generate(random_model, ids, max_new_tokens=30, temperature=1.0, top_p=1.0, seed=6)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_greedy_ignores_seed_and_zero_new_tokens_returns_prompt(random_model):
+    ids = np.array([[1, 2, 3]])
+    a = generate(random_model, ids, max_new_tokens=8, temperature=0.0, seed=1)
+    b = generate(random_model, ids, max_new_tokens=8, temperature=0.0, seed=2)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(generate(random_model, ids, max_new_tokens=0), ids)
+
+
+def test_top_p_keeps_only_the_nucleus():
+    probs = np.array([0.5, 0.3, 0.15, 0.05])
+    logits = np.log(probs)[None, :].repeat(4000, axis=0)
+    rng = np.random.default_rng(0)
+    picks = sample_next(logits, temperature=1.0, top_p=0.75, rng=rng)
+    assert set(picks.tolist()) == {0, 1}, "0.5 + 0.3 reaches 0.75: tokens 2 and 3 are cut"
+    share = (picks == 0).mean()
+    assert abs(share - 0.5 / 0.8) < 0.03, f"renormalised share of token 0 is {share}"
+    tiny = sample_next(logits[:50], temperature=1.0, top_p=1e-9, rng=rng)
+    assert (tiny == 0).all(), "a vanishing nucleus is greedy"
+
+
+def test_temperature_sharpens_before_the_nucleus_is_chosen():
+    logits = np.log(np.array([0.4, 0.35, 0.25]))[None, :].repeat(3000, axis=0)
+    rng = np.random.default_rng(1)
+    hot = sample_next(logits, temperature=1.0, top_p=0.7, rng=rng)
+    cold = sample_next(logits, temperature=0.1, top_p=0.7, rng=rng)
+    assert set(hot.tolist()) == {0, 1}
+    assert set(cold.tolist()) == {0}, "at T=0.1 token 0 alone holds more than 0.7 of the mass"
+
+
+@pytest.mark.parametrize(
+    "kwargs,ids,name",
+    [
+        ({"temperature": -0.1}, [[1, 2]], "temperature"),
+        ({"top_p": 0.0}, [[1, 2]], "top_p"),
+        ({"top_p": 1.5}, [[1, 2]], "top_p"),
+        ({"max_new_tokens": -1}, [[1, 2]], "max_new_tokens"),
+        ({}, [1, 2], "input_ids"),
+        ({}, [[]], "input_ids"),
+        ({}, [[1, 99]], "input_ids"),
+        ({}, [[0.5, 1.0]], "input_ids"),
+    ],
+)
+def test_generate_rejects_invalid_arguments(random_model, kwargs, ids, name):
+    with pytest.raises(ValueError, match=name):
+        generate(random_model, np.array(ids), **kwargs)
+
+
+def test_decode_step_benchmark_helper_reports_both_kinds(random_model):
+    cost = gen.time_decode_steps(random_model, 64, n_steps=2)
+    assert cost["windowed"] > 0 and cost["global"] > 0 and cost["step"] > 0
