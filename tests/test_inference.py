@@ -422,3 +422,13 @@ def test_generate_rejects_invalid_arguments(random_model, kwargs, ids, name):
 def test_decode_step_benchmark_helper_reports_both_kinds(random_model):
     cost = gen.time_decode_steps(random_model, 64, n_steps=2)
     assert cost["windowed"] > 0 and cost["global"] > 0 and cost["step"] > 0
+
+
+def test_tiny_lm_make_model_reaches_the_mixed_model():
+    import tiny_lm
+
+    a = tiny_lm.make_model("mixed", seed=3)
+    b = mixed_lm.make_mixed_model(seed=3, kind="mixed")
+    ids = np.array([[1, 2, 3, 4]])
+    assert np.array_equal(generate(a, ids, max_new_tokens=4, temperature=0.0),
+                          generate(b, ids, max_new_tokens=4, temperature=0.0))
