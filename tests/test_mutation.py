@@ -1,0 +1,120 @@
+"""The mutation harness itself (model/mutation.py): edits that no longer apply are reported, never
+skipped; the working tree is never touched; the unbroken copy passes; a real break is caught.
+
+The two tests that run a check take a few seconds each (one ``paged_tests.check_all()``); the
+full mutation runs are ``make mut`` and ``make mut-all``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import mutation as M
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tree_digest(root: Path) -> str:
+    """One hash over every file the harness copies, to prove a run leaves the working tree alone."""
+    h = hashlib.sha256()
+    for name in ("model", "rtl"):
+        for path in sorted((root / name).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _never_run(root, commands):
+    raise AssertionError("a mutant that does not apply must not be checked")
+
+
+def test_every_listed_mutant_applies_exactly_once_to_the_current_code():
+    for m in M.BOOK + M.EXTENDED:
+        text = (ROOT / m.file).read_text()
+        assert text.count(m.old) == 1, f"{m.area}: {m.what}: {m.old!r} occurs {text.count(m.old)} times in {m.file}"
+        assert m.old != m.new and m.check in M.CHECKS
+
+
+def test_the_book_has_eighteen_and_each_extra_area_at_least_fifteen():
+    assert len(M.BOOK) == 18 and {m.area for m in M.BOOK} == {"page table", "window", "host"}
+    areas = [m.area for m in M.EXTENDED]
+    for area in ("compiler and quantizer", "machine model", "RTL"):
+        assert areas.count(area) >= 15, f"{area}: only {areas.count(area)} mutants"
+
+
+def test_an_edit_whose_text_is_gone_is_reported_as_no_longer_applies():
+    gone = M.Mutant("page table", "model/paged_lm.py", "this line was rewritten long ago", "x", "stale edit", "paged")
+    result = M.run_mutant(gone, runner=_never_run)
+    assert result.status == M.NO_LONGER_APPLIES
+    assert result.line() == "page table: stale edit: NO LONGER APPLIES"
+    assert "is not in model/paged_lm.py" in result.detail
+
+
+def test_an_edit_whose_text_occurs_twice_is_ambiguous_and_does_not_apply(tmp_path):
+    (tmp_path / "f.py").write_text("x = 1\nx = 1\n")
+    with pytest.raises(M.NoLongerApplies, match="occurs 2 times"):
+        M.apply(tmp_path, M.Mutant("a", "f.py", "x = 1", "x = 2", "twice", "paged"))
+    assert (tmp_path / "f.py").read_text() == "x = 1\nx = 1\n"
+
+
+def test_a_missing_file_does_not_apply():
+    gone = M.Mutant("a", "model/no_such_file.py", "x", "y", "file gone", "paged")
+    assert M.run_mutant(gone, runner=_never_run).status == M.NO_LONGER_APPLIES
+
+
+def test_the_copy_holds_the_code_and_leaves_out_the_venv_and_out(tmp_path):
+    M.copy_repo(tmp_path)
+    assert (tmp_path / "model" / "paged_lm.py").exists() and (tmp_path / "rtl" / "ga2.v").exists()
+    assert (tmp_path / "tests" / "conftest.py").exists() and (tmp_path / "pyproject.toml").exists()
+    assert not (tmp_path / ".venv").exists() and not (tmp_path / "out").exists()
+    assert not list(tmp_path.rglob("__pycache__"))
+
+
+def test_the_edit_lands_in_the_copy_and_the_check_runs_there():
+    mutant = M.BOOK[0]
+    seen = {}
+
+    def spy(root, commands):
+        seen["root"] = root
+        seen["text"] = (root / mutant.file).read_text()
+        return True, ""
+
+    result = M.run_mutant(mutant, runner=spy)
+    assert seen["root"] != ROOT and mutant.new in seen["text"] and mutant.old not in seen["text"]
+    assert mutant.old in (ROOT / mutant.file).read_text()
+    assert result.status == M.SURVIVED  # the spy passed, so the harness must say the mutant survived
+    assert not seen["root"].exists(), "the temporary copy must be removed"
+
+
+def test_the_unbroken_copy_passes_the_chapter_checks():
+    result = M.run_unbroken(["paged"])
+    assert result.status == M.SURVIVED, f"the unbroken code fails check_all:\n{result.detail}"
+
+
+def test_a_cheap_real_break_is_caught_and_the_working_tree_is_untouched():
+    before = _tree_digest(ROOT)
+    exhaustion = next(m for m in M.BOOK if m.what == "exhaustion is not reported")
+    result = M.run_mutant(exhaustion)
+    assert result.status == M.CAUGHT, result.detail
+    assert result.line() == "page table: exhaustion is not reported: caught"
+    assert _tree_digest(ROOT) == before
+
+
+def test_summary_counts_caught_per_area():
+    a, b = M.BOOK[0], M.BOOK[-1]
+    results = [M.Result(a, M.CAUGHT), M.Result(a, M.SURVIVED), M.Result(b, M.NO_LONGER_APPLIES)]
+    assert M.summary_by_area(results) == {"page table": (1, 0, 2), "host": (0, 0, 1)}
+
+
+def test_a_survivor_is_equivalent_only_when_its_mutant_says_why():
+    plain = M.BOOK[0]
+    shown = M.Mutant(plain.area, plain.file, plain.old, plain.new, plain.what, plain.check,
+                     equivalent="no reachable state tells them apart")
+    assert M.run_mutant(plain, runner=lambda root, cmds: (True, "")).status == M.SURVIVED
+    result = M.run_mutant(shown, runner=lambda root, cmds: (True, ""))
+    assert result.status == M.EQUIVALENT and M.accounted_for(result)
+    assert not M.accounted_for(M.Result(plain, M.SURVIVED))
+    assert not M.accounted_for(M.Result(plain, M.NO_LONGER_APPLIES))
