@@ -45,7 +45,9 @@ def random_graph(seed: int) -> tuple[Graph, list[dict]]:
         elif op == "relu":
             cur = g.relu(f"relu{i}", cur)
         else:
-            cur = g.softmax(f"sm{i}", cur, sink=r.choice([None, r.uniform(-3, 3)]))
+            # a probability (scale 1/128) cannot hold a sink beyond +-1: no sink after a softmax
+            sink = r.choice([None, r.uniform(-3, 3)]) if g.nodes[cur].op != "softmax" else None
+            cur = g.softmax(f"sm{i}", cur, sink=sink)
     outs = [cur]
     if r.random() < 0.7:
         outs.append(g.argmax("am", cur))
@@ -88,13 +90,19 @@ def test_sample_of_compiled_graphs_replays_on_both_simulators():
         assert counters(out) == expected
 
 
-def test_quantized_graph_tracks_float_closely():
-    g, calib = random_graph(3)
+@pytest.mark.parametrize("seed", range(40))
+def test_quantized_graph_tracks_float(seed):
+    """The scales and multipliers themselves are right: int8 results follow the float graph.
+
+    (The exact tests above take the program's scales as given; this one judges them.) A chain of
+    int8 steps loses a little at each, so the bound is loose: 15% of the output's largest value.
+    """
+    g, calib = random_graph(seed)
     P = capra.compile_graph(g, calib)
     out = capra.run(P, calib[0])
     want = g.evaluate(calib[0])[P.outputs[0]]
     got = np.array(out[P.outputs[0]][1])
-    assert np.abs(got - want).max() <= 0.1 * np.abs(want).max() + 0.05
+    assert np.abs(got - want).max() <= 0.15 * np.abs(want).max() + 0.02, f"seed {seed}"
 
 
 # ---- bad input ----------------------------------------------------------------------------------
@@ -150,6 +158,16 @@ def test_shape_mismatch_is_a_graph_error():
     x = g.input("x", (1, 8))
     with pytest.raises(capra.GraphError, match="matmul 'y'"):
         g.matmul("y", x, g.const("w", np.ones((7, 4))))
+
+
+def test_sink_outside_its_inputs_range_names_the_node():
+    g = Graph("sink")
+    x = g.input("x", (1, 8))
+    p = g.softmax("p", x)
+    g.softmax("pp", p, sink=3.0)  # a probability has scale 1/128: 3.0 does not fit its int8
+    g.set_outputs(["pp"])
+    with pytest.raises(capra.CompileError, match="softmax 'pp': sink 3 is outside the int8 range"):
+        capra.compile_graph(g, [{"x": np.ones((1, 8))}])
 
 
 def test_wrong_input_shape_at_run_time_names_the_input():

@@ -93,6 +93,15 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
         for name, value in graph.evaluate(feeds).items():
             if value.size:
                 max_abs[name] = max(max_abs[name], float(np.max(np.abs(value))))
+    for node in graph.nodes.values():
+        if node.op == "softmax" and node.attrs["sink"] is not None:
+            # the sink logit is an int8 in its input's scale: that scale must reach it
+            src = node.inputs[0]
+            max_abs[src] = max(max_abs[src], abs(float(node.attrs["sink"])))
+            group = graph.nodes[src].attrs.get("range_group")
+            if ranges and group in ranges and abs(node.attrs["sink"]) > float(ranges[group]):
+                raise CompileError(f"softmax {node.name!r}: sink {node.attrs['sink']} lies outside the range "
+                                   f"{ranges[group]} given for its input's group {group!r}")
     ranges = dict(ranges or {})
     group_max: dict[str, float] = {}
     for node in graph.nodes.values():
@@ -228,7 +237,11 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
                                    f"outside 1..65535 (inputs must span less than about +-500)")
             p: dict = {"sink": None, "smul": smul}
             if node.attrs["sink"] is not None:
-                p["sink"] = int(np.clip(np.floor(node.attrs["sink"] / ins[0] + 0.5), -128, 127))
+                q = int(np.floor(node.attrs["sink"] / ins[0] + 0.5))
+                if not -128 <= q <= 127:
+                    raise CompileError(f"softmax {node.name!r}: sink {node.attrs['sink']:.3g} is outside the int8 "
+                                       f"range of its input's scale {ins[0]:.3g}")
+                p["sink"] = q
             params[node.name] = p
     return params
 

@@ -21,45 +21,55 @@ EXTW = 1024  # external memory of the random programs
 DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
 
 
-def _pick_qcfg(rng: random.Random) -> list[int]:
+def _pick_qcfg(rng: random.Random, src) -> list[int]:
     """Requantization settings biased towards useful ranges, with the extremes now and then."""
     roll = rng.random()
     if roll < 0.1:
         return asm.qcfg(qa=rng.choice([0, 1, 0xFFFF]), qb=rng.choice([0, 1, 0xFFFF]),
-                        shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=rng.randrange(0, 3800))
+                        shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=src())
     return asm.qcfg(qa=rng.randrange(1, 1 << 16), qb=rng.randrange(0, 1 << 16),
-                    shift=rng.randrange(8, 26), bias=rng.randrange(0, 3800))
+                    shift=rng.randrange(8, 26), bias=src())
 
 
-def _candidate(rng: random.Random) -> list[int]:
-    sram = lambda: rng.randrange(0, 3500)  # noqa: E731 - a short local helper reads best here
+def _candidate(rng: random.Random, live: np.ndarray) -> list[int]:
+    """A random instruction. Operands are read mostly from `live` words (scratchpad words that
+    hold data), so that a wrong result usually shows up in what the program stores."""
+
+    def sram() -> int:
+        return rng.randrange(0, 3500)
+
+    def src() -> int:
+        if len(live) and rng.random() < 0.8:
+            return min(3500, int(live[rng.randrange(len(live))]))
+        return sram()
+
     kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"],
                        weights=[5, 2, 1, 2, 4, 4, 2])[0]
     if kind == "load":
-        rows, cols = rng.randint(1, 4), rng.randint(1, 24)
+        rows, cols = rng.randint(1, 4), rng.randint(4, 32)
         return asm.load(sram(), rng.randrange(0, DATA_WORDS - 100), rows, cols,
                         ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
     if kind == "store":
         rows, cols = rng.randint(1, 3), rng.randint(1, 24)
-        return asm.store(sram(), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
+        return asm.store(src(), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
                          ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
     if kind == "wait":
         return asm.wait(rng.choice([0, 1]))
     if kind == "qcfg":
-        return _pick_qcfg(rng)
+        return _pick_qcfg(rng, src)
     if kind == "mm":
-        return asm.mm(sram(), sram(), sram(), rng.randint(1, 6), rng.randint(1, 40), rng.randint(1, 11),
+        return asm.mm(src(), src(), sram(), rng.randint(1, 6), rng.randint(1, 40), rng.randint(1, 11),
                       out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=rng.random() < 0.3,
                       brows=rng.random() < 0.5)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
-        a = sram()
+        a = src()
         n = rng.randint(1, 70)
         dst = a if rng.random() < 0.2 else sram()
-        return asm.vec(sub, a, dst, n, b=sram())
-    src = sram()
+        return asm.vec(sub, a, dst, n, b=src())
+    x = src()
     smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])
-    return asm.smax(src, src if rng.random() < 0.2 else sram(), rng.randint(1, 70),
+    return asm.smax(x, x if rng.random() < 0.2 else sram(), rng.randint(1, 70),
                     sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 
 
@@ -85,7 +95,7 @@ def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:
     attempts = 0
     while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
         attempts += 1
-        words = _candidate(rng)
+        words = _candidate(rng, np.flatnonzero(mach.sram))
         if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
             # make the result visible: store the words just written
             dst = isa.Instr.decode(words).c
