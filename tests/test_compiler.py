@@ -28,6 +28,7 @@ def random_graph(seed: int) -> tuple[Graph, list[dict]]:
     rows, cols = r.randint(1, 4), r.randint(1, 20)
     cur = g.input("x", (rows, cols))
     extra_inputs: dict[str, tuple[int, int]] = {"x": (rows, cols)}
+    probabilities = False  # cur is a softmax output (perhaps through relu): its scale is fixed at 1/128
     for i in range(r.randint(1, 5)):
         op = r.choice(["matmul", "matmul_t", "add", "mul", "relu", "softmax"])
         rr, cc = g.shape(cur)
@@ -46,8 +47,9 @@ def random_graph(seed: int) -> tuple[Graph, list[dict]]:
             cur = g.relu(f"relu{i}", cur)
         else:
             # a probability (scale 1/128) cannot hold a sink beyond +-1: no sink after a softmax
-            sink = r.choice([None, r.uniform(-3, 3)]) if g.nodes[cur].op != "softmax" else None
+            sink = None if probabilities else r.choice([None, r.uniform(-3, 3)])
             cur = g.softmax(f"sm{i}", cur, sink=sink)
+        probabilities = op == "softmax" or (op == "relu" and probabilities)
     outs = [cur]
     if r.random() < 0.7:
         outs.append(g.argmax("am", cur))

@@ -95,8 +95,11 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
                 max_abs[name] = max(max_abs[name], float(np.max(np.abs(value))))
     for node in graph.nodes.values():
         if node.op == "softmax" and node.attrs["sink"] is not None:
-            # the sink logit is an int8 in its input's scale: that scale must reach it
+            # the sink logit is an int8 in its input's scale: that scale must reach it (a relu
+            # keeps its input's scale, so widen the tensor the relus start from)
             src = node.inputs[0]
+            while graph.nodes[src].op == "relu":
+                src = graph.nodes[src].inputs[0]
             max_abs[src] = max(max_abs[src], abs(float(node.attrs["sink"])))
             group = graph.nodes[src].attrs.get("range_group")
             if ranges and group in ranges and abs(node.attrs["sink"]) > float(ranges[group]):
