@@ -12,7 +12,10 @@ A decode step for token `tok` with cached keys `kc` and values `vc` (one row per
 Two kinds of model. "structured": embeddings are one-hot and Wout maps token t to 5t + 3 mod 16
 with a large margin, while attention and the feed-forward only add small terms, so greedy decode
 follows f(t) = 5t + 3 mod 16 whatever the attention sees (any window, any quantization).
-"random": every weight is random and scaled so that attention changes the answer.
+"random": every weight is random, scaled so that attention changes the answer (a window of 8
+agrees with full attention on about 80% of greedy decisions) while the attention logits stay
+well-conditioned for int8: with twice larger query and key weights, int8 rounding of q and k
+(about 0.15 in a logit) flips near-tied attention rows and the chip's logits can stray by 50%.
 
 At this book-level API tokens are ints and rows / logits are Python lists; numpy does the work.
 """
@@ -67,10 +70,10 @@ def make_model(kind: str = "structured", seed: int = 0, **kwargs) -> dict:
     elif kind == "random":
         m = {
             "E": normal(V, D, 1.0),
-            "Wq": normal(D, D, 0.55),
-            "Wk": normal(D, D, 0.55),
+            "Wq": normal(D, D, 0.2),
+            "Wk": normal(D, D, 0.2),
             "Wv": normal(D, D, 0.5),
-            "Wo": normal(D, D, 0.5),
+            "Wo": normal(D, D, 0.3),
             "W1": normal(D, F, 0.35),
             "W2": normal(F, D, 0.3),
             "Wout": normal(D, V, 0.5),

@@ -81,11 +81,12 @@ def test_machine_model_equals_the_programs_integer_semantics(structured_host):
         assert capra.run_program(P.code, r.ext, capra.ext_limit()).counters.as_list() == r.counters.as_list()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_random_model_logits_stay_within_15_percent_of_float(seed):
+    """Every start token, every step of a 16-step decode, teacher-forced on the float tokens."""
     m = T.make_model("random", seed)
     host = decode.ChipHost(m, 16)
-    for start in (0, 5, 11):
+    for start in range(16):
         ref, kc, vc = [start], [], []
         floats = []
         for _ in range(16):
