@@ -53,7 +53,7 @@ module ga2_sm (
     assign rd_addr = ps + w[11:0];
 
     wire [7:0]  e_d   [0:3];
-    wire [15:0] e_val [0:3];
+    wire [4*16-1:0] e_val;  // the four lanes' table values
     wire [3:0]  valid;
     wire [7:0]  p [0:3];
     wire [31:0] recip;
@@ -66,8 +66,8 @@ module ga2_sm (
             assign valid[l] = (first + LANE) < len;
             wire [7:0] diff = m - rd_data[l*8 +: 8];
             assign e_d[l] = table_step(diff, smul_r);
-            exp_lut u_exp (.d(e_d[l]), .e(e_val[l]));
-            wire [47:0] scaled  = {32'd0, e_val[l]} * {16'd0, recip};
+            exp_lut u_exp (.d(e_d[l]), .e(e_val[l*16 +: 16]));
+            wire [47:0] scaled  = {32'd0, e_val[l*16 +: 16]} * {16'd0, recip};
             wire [47:0] rounded = scaled + 48'h80_0000;
             assign p[l] = !valid[l] ? 8'd0 : (rounded[47:24] > 24'd127) ? 8'd127 : rounded[31:24];
         end
@@ -82,7 +82,7 @@ module ga2_sm (
         word_sum = sum;
         for (q = 0; q < 4; q = q + 1) begin
             if (valid[q] && $signed(rd_data[q*8 +: 8]) > $signed(word_max)) word_max = rd_data[q*8 +: 8];
-            if (valid[q]) word_sum = word_sum + {16'd0, e_val[q]};
+            if (valid[q]) word_sum = word_sum + {16'd0, e_val[q*16 +: 16]};
         end
     end
 

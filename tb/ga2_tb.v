@@ -7,8 +7,10 @@
 //   programs,
 //   per program: REC_MAGIC, n_code, n_init, n_expect, code[n_code], init[n_init],
 //                expect[n_expect], counters[5], checksum (sum of the record's other words mod 2^32).
-// Every word the file does not fill holds EMPTY, so a truncated file shows up as a record whose
-// last word is EMPTY (or a missing record); a flipped bit anywhere breaks the checksum.
+// The testbench reads the file itself, line by line, so every simulator treats a bad file the same
+// way: a character that is not a hex digit or more than 8 digits on a line is a FAIL naming the
+// line; a record that runs past the last word read is a FAIL (truncated); a flipped bit anywhere
+// breaks the checksum.
 // External memory starts as init followed by zeros; after HALT words 0..n_expect-1 must equal
 // expect and every later word must still be zero. Exactly one verdict line is printed:
 // PASS / FAIL (a malformed image, a program that does not halt) / MISMATCH (a word or a counter).
@@ -30,7 +32,6 @@ module ga2_tb;
     localparam integer IMEM_WORDS = 4096;
     localparam integer SRAM_WORDS = 4096;
     localparam [31:0] REC_MAGIC  = 32'h5245_4321;  // "REC!"
-    localparam [31:0] EMPTY      = 32'hDEAD_BEEF;  // what a word the file did not fill holds
 
     reg clk = 1'b0;
     reg rst = 1'b1;
@@ -62,29 +63,79 @@ module ga2_tb;
     reg [31:0] img [0:MAXWORDS-1];
     reg [1023:0] path;
     integer i, p, ptr, n_prog, n_code, n_init, n_exp, cyc, bad, rec_start;
+    integer fd, nread, lineno, nchars, k, digits;
+    reg [8*80:1] line;
+    reg [7:0]  ch;
+    reg [31:0] value;
     reg [31:0] sum, got, want, total_cycles;
     reg [31:0] got_c [0:4];
 
+    // Read the image into img[0 .. nread-1]; on a bad line print FAIL and set bad.
+    task read_image;
+        begin
+            nread = 0;
+            lineno = 0;
+            fd = $fopen(path, "r");
+            if (fd == 0) begin
+                $display("FAIL: cannot open the image %0s", path);
+                bad = 1;
+            end
+            while (bad == 0 && fd != 0 && !$feof(fd)) begin
+                line = 0;
+                nchars = $fgets(line, fd);
+                lineno = lineno + 1;
+                value = 32'd0;
+                digits = 0;
+                for (k = nchars; k >= 1 && bad == 0; k = k - 1) begin
+                    ch = line[8*k -: 8];
+                    if (ch >= "0" && ch <= "9") begin
+                        value = {value[27:0], ch[3:0]};
+                        digits = digits + 1;
+                    end else if ((ch >= "a" && ch <= "f") || (ch >= "A" && ch <= "F")) begin
+                        value = {value[27:0], ch[3:0] + 4'd9};
+                        digits = digits + 1;
+                    end else if (ch != 8'd10 && ch != 8'd13 && ch != " " && ch != 8'd9) begin
+                        $display("FAIL: malformed image %0s: line %0d has the character '%c', not a hex digit",
+                                 path, lineno, ch);
+                        bad = 1;
+                    end
+                end
+                if (bad == 0 && digits > 8) begin
+                    $display("FAIL: malformed image %0s: line %0d has %0d hex digits, more than a 32-bit word",
+                             path, lineno, digits);
+                    bad = 1;
+                end else if (bad == 0 && digits > 0) begin
+                    if (nread == MAXWORDS) begin
+                        $display("FAIL: the image %0s has more than MAXWORDS=%0d words", path, MAXWORDS);
+                        bad = 1;
+                    end else begin
+                        img[nread] = value;
+                        nread = nread + 1;
+                    end
+                end
+            end
+            if (fd != 0) $fclose(fd);
+        end
+    endtask
 
     initial begin
         if (!$value$plusargs("PROG=%s", path)) path = "out/ga2_programs.hex";
-        for (i = 0; i < MAXWORDS; i = i + 1) img[i] = EMPTY;
-        $readmemh(path, img);
         bad = 0;
         total_cycles = 32'd0;
-        n_prog = img[0];
-        if (img[0] === EMPTY || n_prog < 1 || n_prog > 65535) begin
-            $display("FAIL: malformed image %0s: the first word (%h) is not a program count", path, img[0]);
+        read_image;
+        n_prog = (nread > 0) ? img[0] : 0;
+        if (bad == 0 && (nread == 0 || n_prog < 1 || n_prog > 65535)) begin
+            $display("FAIL: malformed image %0s: the first word (%0d words read) is not a program count", path, nread);
             bad = 1;
         end
         ptr = 1;
         for (p = 0; p < n_prog && bad == 0; p = p + 1) begin
             rec_start = ptr;
-            n_code = img[ptr+1];
-            n_init = img[ptr+2];
-            n_exp  = img[ptr+3];
-            if (img[ptr] === EMPTY) begin
-                $display("FAIL: truncated image: the file ends before program %0d of %0d (word %0d)", p, n_prog, ptr);
+            n_code = (ptr + 3 < nread) ? img[ptr+1] : 0;
+            n_init = (ptr + 3 < nread) ? img[ptr+2] : 0;
+            n_exp  = (ptr + 3 < nread) ? img[ptr+3] : 0;
+            if (ptr + 3 >= nread) begin
+                $display("FAIL: truncated image: the file ends (%0d words) before program %0d of %0d", nread, p, n_prog);
                 bad = 1;
             end else if (img[ptr] !== REC_MAGIC) begin
                 $display("FAIL: malformed image: program %0d record does not start with the record magic (word %0d)", p, ptr);
@@ -94,9 +145,9 @@ module ga2_tb;
                 $display("FAIL: malformed image: program %0d sizes (code %0d, init %0d, expect %0d) do not fit (IMEM %0d, EXTW %0d, MAXWORDS %0d)",
                          p, n_code, n_init, n_exp, IMEM_WORDS, EXTW, MAXWORDS);
                 bad = 1;
-            end else if (img[ptr + 4 + n_code + n_init + n_exp + 5] === EMPTY) begin
-                $display("FAIL: truncated image: program %0d record should end at word %0d, past the end of the file",
-                         p, ptr + 4 + n_code + n_init + n_exp + 5);
+            end else if (ptr + 4 + n_code + n_init + n_exp + 5 >= nread) begin
+                $display("FAIL: truncated image: program %0d record should end at word %0d, the file has %0d words",
+                         p, ptr + 4 + n_code + n_init + n_exp + 5, nread);
                 bad = 1;
             end else begin
                 sum = 32'd0;
@@ -154,7 +205,7 @@ module ga2_tb;
             end
             ptr = ptr + 4 + n_code + n_init + n_exp + 6;
         end
-        if (bad == 0 && img[ptr] !== EMPTY) begin
+        if (bad == 0 && ptr != nread) begin
             $display("FAIL: malformed image: words follow the last of the %0d programs (word %0d)", n_prog, ptr);
             bad = 1;
         end

@@ -139,3 +139,36 @@ def test_wrong_counter_is_a_mismatch_naming_counter(sim):
     rec[-1] = sum(rec[:-1]) & 0xFFFFFFFF
     line = verdict(replay(sim, [rec], "counter_mismatch", EXTW)[1])
     assert line.startswith("MISMATCH") and "counter c3" in line, line
+
+
+@needs_icarus
+@needs_verilator
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("text, reason", [
+    ("00000001\n52454321\nzzzz0000\n", "line 3 has the character 'z', not a hex digit"),
+    ("00000001\n123456789\n", "line 2 has 9 hex digits"),
+])
+def test_non_hex_text_is_a_fail_naming_the_line(sim, text, reason):
+    from pathlib import Path
+
+    import hw
+    from replay_util import SIMULATORS
+
+    path = Path(hw.ROOT) / "out" / "tests" / "not_hex.hex"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    out = SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={EXTW}", "DUMP"), plusargs=(f"+PROG={path}",))[1]
+    line = verdict(out)
+    assert line.startswith("FAIL: malformed image") and reason in line, line
+
+
+@needs_icarus
+@needs_verilator
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_missing_image_is_a_fail(sim):
+    import hw
+    from replay_util import SIMULATORS
+
+    out = SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={EXTW}", "DUMP"),
+                          plusargs=("+PROG=out/tests/there_is_no_such_file.hex",))[1]
+    assert verdict(out).startswith("FAIL: cannot open the image"), out[-500:]
