@@ -30,7 +30,7 @@ test: $(STAMP) tools
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	verilator --lint-only -Wall -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
+	verilator --lint-only -Wall --default-language 1364-2005 -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
 	$(PY) -m ruff check model tools tests
 	$(PY) tools/gen_exp_lut.py --check
 

@@ -70,12 +70,16 @@ class ChipHost:
         """The program for context n, compiled on first use."""
         if n not in self.progs:
             if n not in self.calib:
-                raise ValueError(f"context {n} was not calibrated (steps={self.steps})")
+                raise capra.CompileError(f"no calibration for context {n}: the host was calibrated for "
+                                         f"{self.steps} steps")
             self.progs[n] = capra.compile_graph(T.build_graph(self.m, n), self.calib[n], ranges=self.ranges)
         return self.progs[n]
 
     def generate(self, start: int, n: int, force: list[int] | None = None) -> tuple[list[int], list[StepRecord]]:
-        """Decode n tokens from `start`; with `force`, feed force[L] instead of the chip's choice."""
+        """Decode n tokens from `start`; with `force` (force[0] = start), feed force[L] instead of
+        the chip's choice (teacher forcing)."""
+        if force is not None and len(force) < n + 1:
+            raise ValueError(f"force has {len(force)} tokens, generate({start}, {n}) needs {n + 1}")
         toks, kc, vc, records = [start], [], [], []
         for L in range(1, n + 1):
             feed = {"x": [list(self.m["E"][toks[-1]])]}
@@ -88,5 +92,5 @@ class ChipHost:
                                       out["logits"][0][0], tok, mach.counters))
             kc = kc + [out["k_new"][1][0]]
             vc = vc + [out["v_new"][1][0]]
-            toks.append(force[L] if force else tok)
+            toks.append(force[L] if force is not None else tok)
         return toks, records

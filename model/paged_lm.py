@@ -397,8 +397,8 @@ class PagedChip:
         """The compiled program for context n (compiled once, on first use)."""
         if n not in self.progs:
             if n not in self.calib:
-                raise ValueError(f"no calibration for context {n}: the chip was calibrated for {self.steps} "
-                                 f"steps with window {self.W}")
+                raise C.CompileError(f"no calibration for context {n}: the chip was calibrated for "
+                                     f"{self.steps} steps with window {self.W}")
             self.progs[n] = C.compile_graph(T.build_graph(self.m, n), self.calib[n], ranges=self.ranges)
         return self.progs[n]
 

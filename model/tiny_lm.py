@@ -14,7 +14,7 @@ with a large margin, while attention and the feed-forward only add small terms, 
 follows f(t) = 5t + 3 mod 16 whatever the attention sees (any window, any quantization).
 "random": every weight is random, scaled so that attention changes the answer (a window of 8
 agrees with full attention on about 80% of greedy decisions) while the attention logits stay
-well-conditioned for int8: with twice larger query and key weights, int8 rounding of q and k
+well-conditioned for int8: with query and key weights about 2.5 times larger, int8 rounding of q and k
 (about 0.15 in a logit) flips near-tied attention rows and the chip's logits can stray by 50%.
 
 At this book-level API tokens are ints and rows / logits are Python lists; numpy does the work.

@@ -36,7 +36,7 @@ module dma (
 
     // the moving transfer
     reg        store;
-    reg [1:0]  setup;
+    reg [3:0]  setup;  // up to 15 setup cycles
     reg [15:0] r, c, rows_m1, cols_m1, e_stride, e_row;
     reg [11:0] s_stride, s_row;
     // the waiting descriptor
@@ -44,7 +44,7 @@ module dma (
     reg [15:0] p_rows, p_cols, p_ext, p_est;
     reg [11:0] p_sram, p_sst;
 
-    wire        moving    = busy && (setup == 2'd0);
+    wire        moving    = busy && (setup == 4'd0);
     wire        finishing = moving && (c == cols_m1) && (r == rows_m1);
     wire [11:0] s_addr    = s_row + c[11:0];
 
@@ -64,7 +64,7 @@ module dma (
         begin
             busy <= 1'b1;
             store <= st;
-            setup <= GA2_DMA_SETUP[1:0];
+            setup <= GA2_DMA_SETUP[3:0];
             r <= 16'd0;
             c <= 16'd0;
             rows_m1 <= nr - 16'd1;
@@ -78,16 +78,30 @@ module dma (
 
     always @(posedge clk) begin
         if (rst) begin
-            busy <= 1'b0; full <= 1'b0; store <= 1'b0; setup <= 2'd0;
-            r <= 16'd0; c <= 16'd0; rows_m1 <= 16'd0; cols_m1 <= 16'd0;
-            e_stride <= 16'd0; e_row <= 16'd0; s_stride <= 12'd0; s_row <= 12'd0;
-            p_store <= 1'b0; p_rows <= 16'd0; p_cols <= 16'd0; p_ext <= 16'd0; p_est <= 16'd0;
-            p_sram <= 12'd0; p_sst <= 12'd0;
+            busy <= 1'b0;
+            full <= 1'b0;
+            store <= 1'b0;
+            setup <= 4'd0;
+            r <= 16'd0;
+            c <= 16'd0;
+            rows_m1 <= 16'd0;
+            cols_m1 <= 16'd0;
+            e_stride <= 16'd0;
+            e_row <= 16'd0;
+            s_stride <= 12'd0;
+            s_row <= 12'd0;
+            p_store <= 1'b0;
+            p_rows <= 16'd0;
+            p_cols <= 16'd0;
+            p_ext <= 16'd0;
+            p_est <= 16'd0;
+            p_sram <= 12'd0;
+            p_sst <= 12'd0;
         end else begin
             // advance the moving transfer
             if (busy) begin
-                if (setup != 2'd0) begin
-                    setup <= setup - 2'd1;
+                if (setup != 4'd0) begin
+                    setup <= setup - 4'd1;
                 end else if (c == cols_m1) begin
                     c <= 16'd0;
                     e_row <= e_row + e_stride;

@@ -71,11 +71,14 @@ module ga2 #(
     wire stall    = fetching && ((is_dma && dma_full) || (drains && (dma_busy || dma_full)) || (keeps1 && dma_full));
     wire go       = fetching && !stall;
 
-    wire start_mm  = go && (op == OP_MM);
-    wire start_vec = go && (op == OP_VEC);
-    wire start_sm  = go && (op == OP_SMAX);
-    wire start_dma = go && ((op == OP_LOAD) || (op == OP_STORE));
-    wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0) && !(op == OP_WAIT && cnt > 16'd1);
+    // an illegal instruction (unknown opcode, a reserved bit set, WAIT keeping more than one
+    // transfer) halts the chip and starts nothing
+    wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0)
+                     && !(op == OP_WAIT && cnt > 16'd1);
+    wire start_mm  = go && known_op && (op == OP_MM);
+    wire start_vec = go && known_op && (op == OP_VEC);
+    wire start_sm  = go && known_op && (op == OP_SMAX);
+    wire start_dma = go && known_op && ((op == OP_LOAD) || (op == OP_STORE));
 
     // ---- units ----
     wire [11:0] mm_ra, vec_ra_addr, vec_rb_addr, sm_ra, mm_wa, vec_wa, sm_wa, dma_sra, dma_swa;
@@ -140,8 +143,15 @@ module ga2 #(
             executing <= 1'b0;
             cur_op <= OP_HALT;
             pc <= 16'd0;
-            qa <= 16'd0; qb <= 16'd0; qs <= 6'd0; qbias <= 12'd0;
-            c0 <= 32'd0; c1 <= 32'd0; c2 <= 32'd0; c3 <= 32'd0; c4 <= 32'd0;
+            qa <= 16'd0;
+            qb <= 16'd0;
+            qs <= 6'd0;
+            qbias <= 12'd0;
+            c0 <= 32'd0;
+            c1 <= 32'd0;
+            c2 <= 32'd0;
+            c3 <= 32'd0;
+            c4 <= 32'd0;
         end else if (running) begin
             c0 <= c0 + 32'd1;
             if (dma_busy) c1 <= c1 + 32'd1;

@@ -11,6 +11,10 @@ localparam integer GA2_MM_MAX_K    = 1024;  // depth of each rowmem buffer, in i
 localparam integer GA2_DMA_SETUP   = 2;
 localparam integer GA2_DIV_CYCLES  = 32;
 localparam integer GA2_MAX_SHIFT   = 47;
+localparam integer GA2_SM_SCALE_SHIFT = 10;   // table index = ((max - x) * smul + 2^9) >> 10
+localparam integer GA2_SM_RECIP_BITS  = 31;   // R = floor(2^31 / sum)
+localparam integer GA2_SM_OUT_SHIFT   = 24;   // p = min(127, (E * R + 2^23) >> 24)
+localparam integer GA2_SM_OUT_MAX     = 127;
 
 localparam [3:0] OP_HALT  = 4'd0;
 localparam [3:0] OP_LOAD  = 4'd1;

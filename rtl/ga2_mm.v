@@ -15,6 +15,8 @@
 // A step lasts as long as its longest active stage; at its last cycle the array's results are
 // captured (with bias and relu) into the output buffer. T column tiles take T + 2 steps.
 // `done` is high in the very last cycle; the count equals isa.mm_cycles() exactly.
+// A column tile is as wide as the int8 lanes of one word (N = LANES = 4): the tile and word
+// arithmetic below (c0 = 4 * tile, the B word of a tile, two-bit row and column indices) relies on it.
 module ga2_mm (
     input  wire        clk,
     input  wire        rst,
@@ -184,22 +186,50 @@ module ga2_mm (
         if (rst) begin
             state <= S_IDLE;
             fl <= 4'd0;
-            rt <= 16'd0; kl <= 16'd0; mt <= 16'd0; kw <= 16'd0; mw <= 16'd0;
-            qbase <= 12'd0; qa_r <= 16'd0; qs_r <= 6'd0; b_base_r <= 16'd0;
-            r0 <= 16'd0; step <= 16'd0; cc <= 16'd0; la_i <= 16'd0; la_w <= 16'd0; lj <= 16'd0; lw <= 16'd0;
-            a_ptr <= 16'd0; b_ptr <= 16'd0; bk_ptr <= 16'd0; o_tile <= 16'd0; o_ptr <= 16'd0;
-            wi <= 16'd0; wj <= 16'd0;
-            bias_l <= {N*32{1'b0}}; bias_c <= {N*32{1'b0}}; obuf <= {N*N*32{1'b0}};
+            rt <= 16'd0;
+            kl <= 16'd0;
+            mt <= 16'd0;
+            kw <= 16'd0;
+            mw <= 16'd0;
+            qbase <= 12'd0;
+            qa_r <= 16'd0;
+            qs_r <= 6'd0;
+            b_base_r <= 16'd0;
+            r0 <= 16'd0;
+            step <= 16'd0;
+            cc <= 16'd0;
+            la_i <= 16'd0;
+            la_w <= 16'd0;
+            lj <= 16'd0;
+            lw <= 16'd0;
+            a_ptr <= 16'd0;
+            b_ptr <= 16'd0;
+            bk_ptr <= 16'd0;
+            o_tile <= 16'd0;
+            o_ptr <= 16'd0;
+            wi <= 16'd0;
+            wj <= 16'd0;
+            bias_l <= {N*32{1'b0}};
+            bias_c <= {N*32{1'b0}};
+            obuf <= {N*N*32{1'b0}};
         end else begin
             case (state)
                 S_IDLE: if (start) begin
                     fl <= flags;
-                    rt <= r_total; kl <= k_len; mt <= m_total;
+                    rt <= r_total;
+                    kl <= k_len;
+                    mt <= m_total;
                     kw <= (k_len + 16'd3) >> 2;
                     mw <= (m_total + 16'd3) >> 2;
-                    qbase <= qbias; qa_r <= qa; qs_r <= qs; b_base_r <= b_base;
-                    r0 <= 16'd0; la_i <= 16'd0; la_w <= 16'd0;
-                    a_ptr <= a_base; o_tile <= out_base;
+                    qbase <= qbias;
+                    qa_r <= qa;
+                    qs_r <= qs;
+                    b_base_r <= b_base;
+                    r0 <= 16'd0;
+                    la_i <= 16'd0;
+                    la_w <= 16'd0;
+                    a_ptr <= a_base;
+                    o_tile <= out_base;
                     state <= S_LA;
                 end
                 S_LA: begin
@@ -212,7 +242,10 @@ module ga2_mm (
                             state <= S_PIPE;
                             step <= 16'd0;
                             cc <= 16'd0;
-                            lj <= 16'd0; lw <= 16'd0; wi <= 16'd0; wj <= 16'd0;
+                            lj <= 16'd0;
+                            lw <= 16'd0;
+                            wi <= 16'd0;
+                            wj <= 16'd0;
                             b_ptr <= b_base_r;
                             bk_ptr <= b_base_r;
                         end
@@ -248,7 +281,10 @@ module ga2_mm (
                     cc <= cc + 16'd1;
                     if (step_end) begin
                         cc <= 16'd0;
-                        lj <= 16'd0; lw <= 16'd0; wi <= 16'd0; wj <= 16'd0;
+                        lj <= 16'd0;
+                        lw <= 16'd0;
+                        wi <= 16'd0;
+                        wj <= 16'd0;
                         bk_ptr <= b_base_r + next_step;
                         o_ptr <= o_tile + (out8 ? (next_step - 16'd2) : next_w_c0);
                         if (c_act) begin

@@ -34,9 +34,11 @@ module ga2_sm (
         input [7:0]  diff;
         input [15:0] scale;
         reg   [23:0] prod;
+        reg   [23:0] steps;
         begin
-            prod = {16'd0, diff} * {8'd0, scale} + 24'd512;
-            table_step = (prod[23:10] > 14'd255) ? 8'd255 : prod[17:10];
+            prod = {16'd0, diff} * {8'd0, scale} + (24'd1 << (GA2_SM_SCALE_SHIFT - 1));
+            steps = prod >> GA2_SM_SCALE_SHIFT;
+            table_step = (steps > 24'd255) ? 8'd255 : steps[7:0];
         end
     endfunction
 
@@ -68,8 +70,8 @@ module ga2_sm (
             assign e_d[l] = table_step(diff, smul_r);
             exp_lut u_exp (.d(e_d[l]), .e(e_val[l*16 +: 16]));
             wire [47:0] scaled  = {32'd0, e_val[l*16 +: 16]} * {16'd0, recip};
-            wire [47:0] rounded = scaled + 48'h80_0000;
-            assign p[l] = !valid[l] ? 8'd0 : (rounded[47:24] > 24'd127) ? 8'd127 : rounded[31:24];
+            wire [47:0] prob    = (scaled + (48'd1 << (GA2_SM_OUT_SHIFT - 1))) >> GA2_SM_OUT_SHIFT;
+            assign p[l] = !valid[l] ? 8'd0 : (prob > {16'd0, GA2_SM_OUT_MAX}) ? GA2_SM_OUT_MAX[7:0] : prob[7:0];
         end
     endgenerate
 
@@ -94,7 +96,7 @@ module ga2_sm (
     /* verilator lint_off PINCONNECTEMPTY */
     divu u_div (
         .clk(clk), .rst(rst), .start(state == S_DIV && dc == 16'd0),
-        .dividend(32'h8000_0000), .divisor(total), .quotient(recip), .remainder(), .done()
+        .dividend(32'd1 << GA2_SM_RECIP_BITS), .divisor(total), .quotient(recip), .remainder(), .done()
     );
     /* verilator lint_on PINCONNECTEMPTY */
 
@@ -106,13 +108,28 @@ module ga2_sm (
     always @(posedge clk) begin
         if (rst) begin
             state <= S_IDLE;
-            len <= 16'd0; nw <= 16'd0; w <= 16'd0; ps <= 12'd0; pd <= 12'd0; dc <= 16'd0;
-            has_sink <= 1'b0; sink_r <= 8'd0; smul_r <= 16'd0; m <= 8'd0; sum <= 32'd0;
+            len <= 16'd0;
+            nw <= 16'd0;
+            w <= 16'd0;
+            ps <= 12'd0;
+            pd <= 12'd0;
+            dc <= 16'd0;
+            has_sink <= 1'b0;
+            sink_r <= 8'd0;
+            smul_r <= 16'd0;
+            m <= 8'd0;
+            sum <= 32'd0;
         end else begin
             case (state)
                 S_IDLE: if (start) begin
-                    len <= n; nw <= (n + 16'd3) >> 2; w <= 16'd0; ps <= src; pd <= dst;
-                    has_sink <= sink_en; sink_r <= sink; smul_r <= smul;
+                    len <= n;
+                    nw <= (n + 16'd3) >> 2;
+                    w <= 16'd0;
+                    ps <= src;
+                    pd <= dst;
+                    has_sink <= sink_en;
+                    sink_r <= sink;
+                    smul_r <= smul;
                     m <= sink_en ? sink : 8'h80;
                     state <= S_MAX;
                 end

@@ -88,14 +88,34 @@ module ga2_vec (
 
     always @(posedge clk) begin
         if (rst) begin
-            running <= 1'b0; finishing <= 1'b0; op <= 4'd0;
-            len <= 16'd0; nw <= 16'd0; w <= 16'd0; pa <= 12'd0; pb <= 12'd0; pd <= 12'd0;
-            qa_r <= 16'd0; qb_r <= 16'd0; qs_r <= 6'd0; best <= 8'h80; best_idx <= 16'd0;
+            running <= 1'b0;
+            finishing <= 1'b0;
+            op <= 4'd0;
+            len <= 16'd0;
+            nw <= 16'd0;
+            w <= 16'd0;
+            pa <= 12'd0;
+            pb <= 12'd0;
+            pd <= 12'd0;
+            qa_r <= 16'd0;
+            qb_r <= 16'd0;
+            qs_r <= 6'd0;
+            best <= 8'h80;
+            best_idx <= 16'd0;
         end else if (start) begin
             running <= 1'b1;
-            op <= sub; len <= n; nw <= (n + 16'd3) >> 2; w <= 16'd0;
-            pa <= src_a; pb <= src_b; pd <= dst; qa_r <= qa; qb_r <= qb; qs_r <= qs;
-            best <= 8'h80; best_idx <= 16'd0;
+            op <= sub;
+            len <= n;
+            nw <= (n + 16'd3) >> 2;
+            w <= 16'd0;
+            pa <= src_a;
+            pb <= src_b;
+            pd <= dst;
+            qa_r <= qa;
+            qb_r <= qb;
+            qs_r <= qs;
+            best <= 8'h80;
+            best_idx <= 16'd0;
         end else if (running) begin
             best <= scan_v;
             best_idx <= scan_i;

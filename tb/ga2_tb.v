@@ -29,8 +29,9 @@ module ga2_tb;
     localparam integer EXTW       = `EXTW;
     localparam integer WATCHDOG   = `WATCHDOG;
     localparam integer MAXWORDS   = `MAXWORDS;
-    localparam integer IMEM_WORDS = 4096;
-    localparam integer SRAM_WORDS = 4096;
+    `include "ga2_defs.vh"
+    localparam integer IMEM_WORDS = 4 * GA2_IMEM_INSTRS;
+    localparam integer SRAM_WORDS = GA2_SRAM_WORDS;
     localparam [31:0] REC_MAGIC  = 32'h5245_4321;  // "REC!"
 
     reg clk = 1'b0;
@@ -140,7 +141,8 @@ module ga2_tb;
             end else if (img[ptr] !== REC_MAGIC) begin
                 $display("FAIL: malformed image: program %0d record does not start with the record magic (word %0d)", p, ptr);
                 bad = 1;
-            end else if (n_code > IMEM_WORDS || n_init > EXTW || n_exp > EXTW
+            end else if (n_code < 0 || n_init < 0 || n_exp < 0
+                         || n_code > IMEM_WORDS || n_init > EXTW || n_exp > EXTW
                          || ptr + 4 + n_code + n_init + n_exp + 6 > MAXWORDS) begin
                 $display("FAIL: malformed image: program %0d sizes (code %0d, init %0d, expect %0d) do not fit (IMEM %0d, EXTW %0d, MAXWORDS %0d)",
                          p, n_code, n_init, n_exp, IMEM_WORDS, EXTW, MAXWORDS);
@@ -182,7 +184,11 @@ module ga2_tb;
                 end
             end
             if (bad == 0) begin
-                got_c[0] = c0; got_c[1] = c1; got_c[2] = c2; got_c[3] = c3; got_c[4] = c4;
+                got_c[0] = c0;
+                got_c[1] = c1;
+                got_c[2] = c2;
+                got_c[3] = c3;
+                got_c[4] = c4;
 `ifdef DUMP
                 $display("COUNTERS %0d %0d %0d %0d %0d %0d", p, c0, c1, c2, c3, c4);
 `endif

@@ -20,7 +20,7 @@ def requantize_ref(acc: int, mult: int, shift: int) -> int:
 EXP = [math.floor(32768 * math.exp(-d / 16) + 0.5) for d in range(256)]
 
 
-def softmax_ref(x: list[int], sink: int | None, smul: int = 64) -> list[int]:
+def softmax_ref(x: list[int], sink: int | None, smul: int = 1024) -> list[int]:
     """max, table index min(255, ((max - x) * smul + 512) >> 10), table sum, one reciprocal
     floor(2^31 / S), p = min(127, (E*R + 2^23) >> 24)."""
     m = max(x) if sink is None else max(max(x), sink)
@@ -81,4 +81,6 @@ def eval_program(P, feeds: dict) -> dict[str, list[list[int]]]:
             vals[name] = [[max(0, v) for v in row] for row in args[0]]
         elif op == "argmax":
             vals[name] = [[row.index(max(row))] for row in args[0]]
+        else:
+            raise ValueError(f"node {name!r}: the reference does not know op {op!r}")
     return vals

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import ga2_progs
 import hw
 
-COUNTER_RE = re.compile(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
 SIMULATORS = {"icarus": hw.sim_icarus, "verilator": hw.sim_verilator}
 
 
@@ -19,7 +17,7 @@ def verdict(output: str) -> str:
 
 
 def counters(output: str) -> dict[int, list[int]]:
-    return {int(m.group(1)): [int(x) for x in m.groups()[1:]] for m in COUNTER_RE.finditer(output)}
+    return ga2_progs.parse_counters(output)
 
 
 def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -> tuple[int, str]:
@@ -29,6 +27,6 @@ def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -
     if words_or_records and isinstance(words_or_records[0], list):
         ga2_progs.write_image(words_or_records, path)
     else:
-        path.write_text("".join(f"{w & 0xFFFFFFFF:08x}\n" for w in words_or_records))
+        ga2_progs.write_words(words_or_records, path)
     defines = (f"EXTW={extw}", "DUMP", *extra_defines)
     return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",))

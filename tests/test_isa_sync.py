@@ -26,7 +26,9 @@ def test_every_verilog_constant_equals_python():
         "GA2_N": isa.N, "GA2_LANES": isa.LANES, "GA2_SRAM_WORDS": isa.SRAM_WORDS,
         "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
         "GA2_MM_MAX_K": isa.MM_MAX_K, "GA2_DMA_SETUP": isa.DMA_SETUP, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
-        "GA2_MAX_SHIFT": isa.MAX_SHIFT, "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
+        "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
+        "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
+        "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
         "MM_BROWS": isa.MM_BROWS, "SM_SINK": isa.SM_SINK,
     }
     for name in ("HALT", "LOAD", "STORE", "WAIT", "QCFG", "MM", "VEC", "SMAX"):

@@ -126,3 +126,13 @@ def test_argmax_returns_first_of_ties():
     m = run_program(asm.load(0, 0, 1, 2) + asm.wait() + asm.vec(isa.VEC_ARGMAX, 0, 10, 6)
                     + asm.store(10, 20, 1, 1) + asm.halt(), ext, 32)
     assert int(m.ext[20]) == 1
+
+
+def test_program_filling_imem_without_halt_is_rejected():
+    with pytest.raises(ProgramError, match="runs past the last instruction of IMEM"):
+        Machine.with_ext([], 64).run(asm.wait() * isa.IMEM_INSTRS)
+
+
+def test_huge_dma_is_an_error_not_an_allocation():
+    with pytest.raises(ProgramError, match="DMA reaches SRAM word"):
+        run_program(asm.load(0, 0, 65535, 65535) + asm.halt(), [], 64)

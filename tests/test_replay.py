@@ -172,3 +172,28 @@ def test_missing_image_is_a_fail(sim):
     out = SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={EXTW}", "DUMP"),
                           plusargs=("+PROG=out/tests/there_is_no_such_file.hex",))[1]
     assert verdict(out).startswith("FAIL: cannot open the image"), out[-500:]
+
+
+def _raw_record(code: list[int]) -> list[int]:
+    """A record for code the machine model refuses: expectations of zero, a valid checksum."""
+    words = [ga2_progs.REC_MAGIC, len(code), 0, 0, *code, 0, 0, 0, 0, 0]
+    return words + [sum(words) & 0xFFFFFFFF]
+
+
+@needs_icarus
+@needs_verilator
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("what, code", [
+    ("opcode 9", [0x90000000, 0, 0, 0]),
+    ("a reserved bit of word 0", [asm.qcfg(qa=1)[0] | (1 << 17), 0, 0, 0]),
+    ("a reserved bit of word 3", asm.qcfg(qa=1)[:3] + [1 << 30]),
+    ("WAIT keeping two transfers", [asm.wait()[0] | 2, 0, 0, 0]),
+])
+def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code):
+    from capra import ProgramError
+    from capra.machine import run_program
+
+    with pytest.raises(ProgramError):
+        run_program(code + asm.halt(), [], EXTW)  # the model refuses it too
+    line = verdict(replay(sim, [_raw_record(code + asm.halt())], "illegal", EXTW)[1])
+    assert line.startswith("FAIL: program 0 halted on an illegal instruction"), f"{what}: {line}"

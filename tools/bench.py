@@ -81,7 +81,8 @@ def softmax_program(n: int) -> tuple[list[int], list[int]]:
     rng = np.random.default_rng(1)
     words = isa.words_for(n)
     ext = [int(x) for x in rng.integers(0, 1 << 32, words, dtype=np.uint64)]
-    code = asm.load(0, 0, 1, words) + asm.wait() + asm.smax(0, words, n, smul=64) + asm.store(words, words, 1, words)
+    code = asm.load(0, 0, 1, words) + asm.wait() + asm.smax(0, words, n, smul=isa.SM_SCALE_ONE)
+    code += asm.store(words, words, 1, words)
     return code + asm.halt(), ext
 
 

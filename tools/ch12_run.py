@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,11 +18,6 @@ import decode  # noqa: E402
 import ga2_progs  # noqa: E402
 import hw  # noqa: E402
 import tiny_lm as T  # noqa: E402
-
-
-def verdict(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith(("PASS", "FAIL", "MISMATCH"))]
-    return lines[0] if lines else "no verdict: " + " | ".join(output.strip().splitlines()[-2:])
 
 
 def main() -> int:
@@ -48,9 +42,9 @@ def main() -> int:
     for name, sim in (("Icarus", hw.sim_icarus), ("Verilator", hw.sim_verilator)):
         t0 = time.perf_counter()
         rc, out = sim(hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={ga2_progs.ext_words()}", "DUMP"))
-        print(f"{name:10s} {verdict(out)} ({time.perf_counter() - t0:.1f} s)")
-        found[name] = [[int(x) for x in mm.groups()[1:]]
-                       for mm in re.finditer(r"COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)]
+        print(f"{name:10s} {ga2_progs.verdict_line(out)} ({time.perf_counter() - t0:.1f} s)")
+        counters = ga2_progs.parse_counters(out)
+        found[name] = [counters[i] for i in sorted(counters)]
     model = [r.counters.as_list() for r in records]
     same = found["Icarus"] == found["Verilator"] == model
     print(f"counters identical in Icarus, Verilator and the machine model: {same}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,17 +39,12 @@ OUT = Path(hw.ROOT) / "out"
 
 
 def verdict_line(output: str) -> str:
-    """The testbench's one verdict line (PASS / FAIL / MISMATCH), else the last lines printed."""
-    for line in output.splitlines():
-        if line.startswith(("PASS", "FAIL", "MISMATCH")):
-            return line
-    return " | ".join(output.strip().splitlines()[-2:]) or "(no output)"
+    return ga2_progs.verdict_line(output)
 
 
 def parse_counters(output: str) -> list[list[int]]:
-    """The five counters of every program, from the testbench's DUMP lines, in program order."""
-    found = {int(m.group(1)): [int(c) for c in m.groups()[1:]]
-             for m in re.finditer(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", output, re.M)}
+    """The five counters of every program, in program order."""
+    found = ga2_progs.parse_counters(output)
     return [found[i] for i in sorted(found)]
 
 

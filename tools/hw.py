@@ -79,8 +79,8 @@ def build_verilator(files: Iterable[str], top: str, defines: Sequence[str] = ())
     exe = obj / f"V{top}"
     if not exe.exists():
         SIM_DIR.mkdir(parents=True, exist_ok=True)
-        cmd = ["verilator", "--binary", "-O2", "--top-module", top, "-I" + str(INCLUDE_DIR),
-               "--Mdir", str(obj), "-o", f"V{top}", "-j", "2"]
+        cmd = ["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
+               "-I" + str(INCLUDE_DIR), "--Mdir", str(obj), "-o", f"V{top}", "-j", "2"]
         cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
         rc, log = _run(cmd, None)
         if rc != 0 or not exe.exists():

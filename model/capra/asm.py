@@ -15,16 +15,19 @@ def halt() -> list[int]:
     return Instr(isa.OP_HALT).encode()
 
 
-def load(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int = 0, sram_stride: int = 0) -> list[int]:
-    """Copy rows x cols words from external memory to the scratchpad (background DMA)."""
-    return Instr(isa.OP_LOAD, cnt=rows, a=sram, b=ext, c=cols, d=ext_stride or cols,
-                 e=sram_stride or cols).encode()
+def load(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int | None = None,
+         sram_stride: int | None = None) -> list[int]:
+    """Copy rows x cols words from external memory to the scratchpad (background DMA). Strides
+    default to cols (packed rows); a stride of 0 repeats one row."""
+    return Instr(isa.OP_LOAD, cnt=rows, a=sram, b=ext, c=cols, d=cols if ext_stride is None else ext_stride,
+                 e=cols if sram_stride is None else sram_stride).encode()
 
 
-def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int = 0, sram_stride: int = 0) -> list[int]:
+def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int | None = None,
+          sram_stride: int | None = None) -> list[int]:
     """Copy rows x cols words from the scratchpad to external memory (background DMA)."""
-    return Instr(isa.OP_STORE, cnt=rows, a=sram, b=ext, c=cols, d=ext_stride or cols,
-                 e=sram_stride or cols).encode()
+    return Instr(isa.OP_STORE, cnt=rows, a=sram, b=ext, c=cols, d=cols if ext_stride is None else ext_stride,
+                 e=cols if sram_stride is None else sram_stride).encode()
 
 
 def wait(keep: int = 0) -> list[int]:
@@ -50,6 +53,8 @@ def vec(sub: int, a: int, dst: int, n: int, b: int = 0) -> list[int]:
 def smax(src: int, dst: int, n: int, sink: int | None = None, smul: int = isa.SM_SCALE_ONE) -> list[int]:
     """Softmax of n int8 values; smul = 2**14 * input scale (the default means a scale of 1/16)."""
     flags = isa.SM_SINK if sink is not None else 0
+    if sink is not None and not -128 <= sink <= 127:
+        raise ValueError(f"smax: sink {sink} is not an int8")
     return Instr(isa.OP_SMAX, flags=flags, cnt=n, a=src, c=dst, e=((sink or 0) & 0xFF) | (smul << 8)).encode()
 
 

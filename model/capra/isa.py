@@ -38,7 +38,7 @@ DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
 SM_EXP_BITS = 15  # exp table entries are round(2**15 * exp(-d/16)), d in 0..255
 SM_SCALE_SHIFT = 10  # d = min(255, ((max - x) * smul + 2**9) >> 10): smul = 2**14 * input scale
-SM_SCALE_ONE = 1 << (SM_SCALE_SHIFT - SM_IN_FRAC)  # smul for inputs whose scale is already 1/16
+SM_SCALE_ONE = 1 << SM_SCALE_SHIFT  # smul = 2**14 * (1/16): inputs whose scale is already the table's step
 SM_RECIP_BITS = 31  # R = floor(2**31 / sum)
 SM_OUT_SHIFT = 24  # p = min(127, (E * R + 2**23) >> 24): probabilities with scale 1/128
 SM_OUT_MAX = 127
@@ -102,6 +102,7 @@ class Instr:
     flags: int = 0
     sub: int = 0
     cnt: int = 0
+    reserved: int = 0  # w0 bits 19:16: must be zero
     a: int = 0
     b: int = 0
     c: int = 0
@@ -113,6 +114,7 @@ class Instr:
             ("op", self.op, 4),
             ("flags", self.flags, 4),
             ("sub", self.sub, 4),
+            ("reserved", self.reserved, 4),
             ("cnt", self.cnt, 16),
             ("a", self.a, 16),
             ("b", self.b, 16),
@@ -122,7 +124,7 @@ class Instr:
         ):
             if not 0 <= value < (1 << bits):
                 raise ValueError(f"field {name}={value} does not fit in {bits} bits ({self})")
-        w0 = (self.op << 28) | (self.flags << 24) | (self.sub << 20) | self.cnt
+        w0 = (self.op << 28) | (self.flags << 24) | (self.sub << 20) | (self.reserved << 16) | self.cnt
         w1 = self.a | (self.b << 16)
         w2 = self.c | (self.d << 16)
         return [w0, w1, w2, self.e]
@@ -134,6 +136,7 @@ class Instr:
             op=(w0 >> 28) & 0xF,
             flags=(w0 >> 24) & 0xF,
             sub=(w0 >> 20) & 0xF,
+            reserved=(w0 >> 16) & 0xF,
             cnt=w0 & FIELD_MASK16,
             a=w1 & FIELD_MASK16,
             b=(w1 >> 16) & FIELD_MASK16,

@@ -37,7 +37,8 @@ class HazardError(ProgramError):
 
 
 def exp_table() -> list[int]:
-    """The softmax exponent table: entry d is round(2**15 * exp(-d / 16)), d = max - x in 0..255."""
+    """The softmax exponent table: entry d is round(2**15 * exp(-d / 16)) for d in 0..255, where d is
+    max - x expressed in steps of 1/16 (``table_index``)."""
     d = np.arange(256, dtype=np.float64)
     return [int(v) for v in np.floor(np.exp(-d / (1 << isa.SM_IN_FRAC)) * (1 << isa.SM_EXP_BITS) + 0.5)]
 
@@ -179,15 +180,17 @@ class Machine:
             raise ProgramError(f"instruction {pc}: DMA of {rows} x {cols} words")
         if ins.e >> 16:
             raise ProgramError(f"instruction {pc}: DMA e field has bits above the SRAM stride")
+        # bounds first, by arithmetic: a huge transfer is an error, not a huge allocation
+        s_last = sram + (rows - 1) * sst + cols - 1
+        e_last = ext + (rows - 1) * est + cols - 1
+        if s_last >= isa.SRAM_WORDS:
+            raise ProgramError(f"instruction {pc}: DMA reaches SRAM word {s_last} (size {isa.SRAM_WORDS})")
+        if e_last >= len(self.ext):
+            raise ProgramError(f"instruction {pc}: DMA reaches external word {e_last} (EXTW={len(self.ext)})")
         r = np.arange(rows)[:, None]
         c = np.arange(cols)[None, :]
         s_idx = (sram + r * sst + c).reshape(-1)
         e_idx = (ext + r * est + c).reshape(-1)
-        if s_idx.max() >= isa.SRAM_WORDS:
-            raise ProgramError(f"instruction {pc}: DMA reaches SRAM word {s_idx.max()} (size {isa.SRAM_WORDS})")
-        if e_idx.max() >= len(self.ext):
-            raise ProgramError(f"instruction {pc}: DMA reaches external word {e_idx.max()} "
-                               f"(EXTW={len(self.ext)})")
         self._retire_dma()
         if len(self._dma) == isa.DMA_QUEUE:  # the queue is full: wait for the oldest to finish
             self._stall_until(self._dma[0].end)
@@ -316,6 +319,9 @@ class Machine:
         if self.trace is not None:
             self.trace.append((self.t, pc, disassemble(ins)))
         op = ins.op
+        if ins.reserved or ins.e >> 24:
+            raise ProgramError(f"instruction {pc}: reserved bits are set (w0 19:16 = {ins.reserved}, "
+                               f"w3 31:24 = {ins.e >> 24}); GA2 halts on it as illegal")
         if op == isa.OP_HALT:
             self._wait_dma()
             self.t += 1
@@ -352,6 +358,8 @@ class Machine:
             raise ProgramError(f"program of {n_instr} instructions exceeds IMEM ({max_instrs})")
         pc = 0
         while True:
+            if pc == max_instrs:
+                raise ProgramError(f"the program runs past the last instruction of IMEM ({max_instrs}) without a HALT")
             words = code[pc * 4 : pc * 4 + 4] if pc < n_instr else [0, 0, 0, 0]
             if not self.step(pc, Instr.decode(words)):
                 break

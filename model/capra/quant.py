@@ -53,6 +53,9 @@ def multiplier(m: float, node: str, what: str = "requantization multiplier") -> 
     while qa >= (1 << 16) and shift > 0:
         shift -= 1
         qa = int(math.floor(m * (1 << shift) + 0.5))
+    if not 0 < qa < (1 << 16):
+        raise CompileError(f"node {node!r}: {what} {m:.3g} cannot be written as a 16-bit multiplier and a shift "
+                           f"of at most {isa.MAX_SHIFT} (it would be {qa} / 2**{shift})")
     return qa, shift
 
 
@@ -66,4 +69,6 @@ def pair_multiplier(ma: float, mb: float, node: str) -> tuple[int, int, int]:
         shift -= 1
         qa = int(math.floor(ma * (1 << shift) + 0.5))
         qb = int(math.floor(mb * (1 << shift) + 0.5))
+    if max(qa, qb) >= (1 << 16) or (ma > 0 and qa == 0) or (mb > 0 and qb == 0):
+        raise CompileError(f"node {node!r}: residual multipliers {ma:.3g}, {mb:.3g} do not fit 16 bits with one shift")
     return qa, qb, shift

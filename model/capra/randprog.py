@@ -111,6 +111,8 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
     progs = [
         ("halt only", asm.halt(), ext),
         ("load and store back", asm.load(0, 0, 2, 16) + asm.store(0, 300, 2, 16) + asm.halt(), ext),
+        ("one row loaded three times (ext stride 0)", asm.load(200, 7, 3, 4, ext_stride=0)
+         + asm.wait() + asm.store(200, 600, 1, 12) + asm.halt(), ext),
         ("strided dma", asm.load(10, 5, 4, 3, ext_stride=7, sram_stride=5)
          + asm.wait() + asm.store(10, 400, 4, 5, ext_stride=6, sram_stride=5) + asm.halt(), ext),
         ("wait with nothing in flight", asm.wait() + asm.wait(1) + asm.halt(), ext),

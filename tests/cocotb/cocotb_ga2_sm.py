@@ -18,7 +18,8 @@ ROWS = 250
 WINDOW = 512
 MAX_N = 48
 # input scales: 1/16 (the table's own step), the extremes, and a few in between
-SMUL_CHOICES = (isa.SM_SCALE_ONE, isa.SM_SCALE_ONE, 0, 1, 65535, isa.SM_SCALE_ONE // 2, 3 * isa.SM_SCALE_ONE)
+SMUL_CHOICES = (isa.SM_SCALE_ONE, isa.SM_SCALE_ONE // 16, 0, 1, 65535, isa.SM_SCALE_ONE // 2,
+                3 * isa.SM_SCALE_ONE // 16)
 
 
 def random_logits(r, count: int) -> list[int]:
