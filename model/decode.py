@@ -18,19 +18,26 @@ import tiny_lm as T
 from capra.machine import Counters
 
 
-def calibrate(m: dict, steps: int, starts=range(T.V)) -> tuple[dict[int, list[dict]], dict[str, float]]:
-    """Calibration inputs per context size, and the shared ranges of x, k and v."""
+def calibrate(m: dict, steps: int, starts=range(T.V), W: int | None = None
+              ) -> tuple[dict[int, list[dict]], dict[str, float]]:
+    """Calibration inputs per context size, and the shared ranges of x, k and v.
+
+    Runs the float decode for `steps` tokens from every start token. With a window W, step L
+    attends min(L, W) tokens (Chapter 15), so only contexts 1 .. W get calibration inputs.
+    """
     calib: dict[int, list[dict]] = {}
     ranges = {"x": 0.0, "k": 0.0, "v": 0.0}
     for start in starts:
         tok, kc, vc = start, [], []
-        for n in range(1, steps + 1):
+        for L in range(1, steps + 1):
+            n = L if W is None else min(L, W)
             x = list(m["E"][tok])
             feed = {"x": [x]}
             if n > 1:
-                feed["kc"], feed["vc"] = [list(r) for r in kc], [list(r) for r in vc]
+                feed["kc"] = [list(r) for r in kc[L - n :]]
+                feed["vc"] = [list(r) for r in vc[L - n :]]
             calib.setdefault(n, []).append(feed)
-            logits, k, v, _ = T.float_step(m, tok, kc, vc)
+            logits, k, v, _ = T.float_step(m, tok, kc[L - n :], vc[L - n :])
             ranges["x"] = max(ranges["x"], max(abs(a) for a in x))
             ranges["k"] = max(ranges["k"], max(abs(a) for a in k))
             ranges["v"] = max(ranges["v"], max(abs(a) for a in v))

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("GA2_EXT", "8192")
 
 import capra as C  # noqa: E402
+import decode  # noqa: E402
 import tiny_lm as T  # noqa: E402
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -330,36 +331,13 @@ def context_size(L: int, W: int | None) -> int:
 def calibrate(m: dict, steps: int, W: int | None, starts: Iterable[int] = range(T.V)):
     """Calibration data for every context size the window allows, and one range per group.
 
-    Runs the windowed float decode for ``steps`` tokens from every start token and records, for
-    each context n that occurs, the inputs of that step. Returns ``(calib, ranges)``: calib[n] is
-    the list of input sets for the program of context n; ranges gives the largest magnitude of
-    "x", "k" and "v" over all steps. Because every program shares these ranges (build_graph ties
-    kc to k_new and vc to v_new), a row the chip writes as k_new is re-quantized exactly when a
-    later program reads it back as a kc row.
+    The windowed float decode of ``steps`` tokens from every start token (decode.calibrate with
+    the window): ``(calib, ranges)``, calib[n] the input sets of the program of context n, ranges
+    the largest magnitude of "x", "k" and "v". Every program shares these ranges, so a row the
+    chip writes as k_new is re-quantized exactly when a later program reads it back as a kc row.
     """
     _check_window(W)
-    calib: dict[int, list[dict]] = {}
-    rx = rk = rv = 0.0
-    for s in starts:
-        toks = [s]
-        kc: list = []
-        vc: list = []
-        for L in range(1, steps + 1):
-            n = context_size(L, W)
-            x = list(m["E"][toks[-1]])
-            feeds = {"x": [x]}
-            if n > 1:
-                feeds["kc"] = [list(r) for r in kc[L - n:]]
-                feeds["vc"] = [list(r) for r in vc[L - n:]]
-            calib.setdefault(n, []).append(feeds)
-            logits, k, v, _ = T.float_step(m, toks[-1], kc[L - n:], vc[L - n:])
-            rx = max(rx, max(abs(t) for t in x))
-            rk = max(rk, max(abs(t) for t in k))
-            rv = max(rv, max(abs(t) for t in v))
-            kc.append(k)
-            vc.append(v)
-            toks.append(logits.index(max(logits)))
-    return calib, {"x": rx, "k": rk, "v": rv}
+    return decode.calibrate(m, steps, starts, W)
 
 
 # ---- the host ------------------------------------------------------------------------------------
