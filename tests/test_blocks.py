@@ -61,6 +61,9 @@ BLOCKS = [
           "cocotb_ga2_sm"),
     Block("ga2_mm", "mm_wrap", _rtl("ga2_mm", "rowmem", "systolic", "requant", "sram")
           + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm"),
+    Block("ga2", "ga2_wrap", _rtl("ga2", "dma", "ga2_mm", "rowmem", "systolic", "requant", "ga2_vec", "ga2_sm",
+                                  "exp_lut", "divu", "sram") + ("tb/extmem_rw.v", "tb/cocotb/ga2_wrap.v"),
+          "cocotb_ga2"),
 ]
 
 
