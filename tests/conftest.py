@@ -5,11 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 # Property tests draw the same examples on every run (CI must not be flaky); explore new ones with
 #   pytest --hypothesis-profile=explore
-settings.register_profile("default", derandomize=True, print_blob=True)
+settings.register_profile("default", derandomize=True, print_blob=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("explore", derandomize=False, max_examples=500)
 settings.load_profile("default")
 
