@@ -20,6 +20,12 @@ def counters(output: str) -> dict[int, list[int]]:
     return ga2_progs.parse_counters(output)
 
 
+def run_file(sim: str, path, extw: int, extra_defines=()) -> tuple[int, str]:
+    """Run the testbench on an image file as it is (which may be broken on purpose)."""
+    defines = (f"EXTW={extw}", "DUMP", *extra_defines)
+    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",))
+
+
 def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -> tuple[int, str]:
     """Write the image under out/tests/ and run it; words_or_records is a list of records or raw words."""
     path = Path(hw.ROOT) / "out" / "tests" / f"{name}.hex"
@@ -28,5 +34,4 @@ def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -
         ga2_progs.write_image(words_or_records, path)
     else:
         ga2_progs.write_words(words_or_records, path)
-    defines = (f"EXTW={extw}", "DUMP", *extra_defines)
-    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",))
+    return run_file(sim, path, extw, extra_defines)

@@ -11,7 +11,7 @@ import pytest
 from capra import asm
 from capra.randprog import EXTW, handwritten_programs, random_program
 from conftest import needs_icarus, needs_verilator
-from replay_util import counters, replay, verdict
+from replay_util import counters, replay, run_file, verdict
 
 N_RANDOM = 200
 
@@ -148,16 +148,10 @@ def test_wrong_counter_is_a_mismatch_naming_counter(sim):
     ("00000001\n52454321\nzzzz0000\n", "line 3 has the character 'z', not a hex digit"),
     ("00000001\n123456789\n", "line 2 has 9 hex digits"),
 ])
-def test_non_hex_text_is_a_fail_naming_the_line(sim, text, reason):
-    from pathlib import Path
-
-    import hw
-    from replay_util import SIMULATORS
-
-    path = Path(hw.ROOT) / "out" / "tests" / "not_hex.hex"
-    path.parent.mkdir(parents=True, exist_ok=True)
+def test_non_hex_text_is_a_fail_naming_the_line(sim, text, reason, tmp_path):
+    path = tmp_path / "not_hex.hex"
     path.write_text(text)
-    out = SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={EXTW}", "DUMP"), plusargs=(f"+PROG={path}",))[1]
+    out = run_file(sim, path, EXTW)[1]
     line = verdict(out)
     assert line.startswith("FAIL: malformed image") and reason in line, line
 
@@ -165,12 +159,8 @@ def test_non_hex_text_is_a_fail_naming_the_line(sim, text, reason):
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
-def test_missing_image_is_a_fail(sim):
-    import hw
-    from replay_util import SIMULATORS
-
-    out = SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={EXTW}", "DUMP"),
-                          plusargs=("+PROG=out/tests/there_is_no_such_file.hex",))[1]
+def test_missing_image_is_a_fail(sim, tmp_path):
+    out = run_file(sim, tmp_path / "there_is_no_such_file.hex", EXTW)[1]
     assert verdict(out).startswith("FAIL: cannot open the image"), out[-500:]
 
 

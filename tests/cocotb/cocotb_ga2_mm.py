@@ -12,7 +12,15 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import requantize, wrap32
-from cocotb_util import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
+from cocotb_util import (
+    Scratchpad,
+    pack_int8,
+    random_int8,
+    run_unit,
+    start_unit,
+    unpack_int8,
+    words_for,
+)
 
 MATMULS = 150
 WINDOW = 1600  # scratchpad words the test uses, all filled with random data first
@@ -63,14 +71,9 @@ async def write_int8_rows(sram: Scratchpad, r, base: int, rows: int, n: int) -> 
 
 @cocotb.test()
 async def test_ga2_mm_random_matmuls(dut):
-    for name in ("start", "flags", "r_total", "k_len", "m_total", "a_base", "b_base", "out_base", "qa", "qs",
-                 "qbias"):
-        getattr(dut, name).value = 0
-    cycles = await start_clock(dut)
-    sram = Scratchpad(dut, cycles)
-    await reset(dut, cycles)
-    r = rng()
-    await sram.write(0, [r.getrandbits(32) for _ in range(WINDOW)])
+    inputs = ("start", "flags", "r_total", "k_len", "m_total", "a_base", "b_base", "out_base", "qa", "qs",
+                 "qbias")
+    cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     macs = 0
     for index in range(MATMULS):
         rows, k, m = random_shape(r, index)

@@ -12,7 +12,14 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import softmax_int8
-from cocotb_util import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
+from cocotb_util import (
+    pack_int8,
+    random_int8,
+    run_unit,
+    start_unit,
+    unpack_int8,
+    words_for,
+)
 
 ROWS = 250
 WINDOW = 512
@@ -43,13 +50,8 @@ def overlaps(a: int, n: int, b: int, m: int) -> bool:
 
 @cocotb.test()
 async def test_ga2_sm_random_rows(dut):
-    for name in ("start", "sink_en", "sink", "smul", "n", "src", "dst"):
-        getattr(dut, name).value = 0
-    cycles = await start_clock(dut)
-    sram = Scratchpad(dut, cycles)
-    await reset(dut, cycles)
-    r = rng()
-    await sram.write(0, [r.getrandbits(32) for _ in range(WINDOW)])
+    inputs = ("start", "sink_en", "sink", "smul", "n", "src", "dst")
+    cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     with_sink = 0
     for row in range(ROWS):
         n = r.choice((1, 2, 4, 5, MAX_N, 200, r.randint(1, MAX_N), r.randint(1, MAX_N))) if row else 1

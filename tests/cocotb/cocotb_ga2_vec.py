@@ -12,7 +12,14 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import requantize
-from cocotb_util import Scratchpad, pack_int8, random_int8, reset, rng, run_unit, start_clock, unpack_int8, words_for
+from cocotb_util import (
+    pack_int8,
+    random_int8,
+    run_unit,
+    start_unit,
+    unpack_int8,
+    words_for,
+)
 
 OPERATIONS = 400
 WINDOW = 512  # scratchpad words the test uses, all filled with random data first
@@ -50,13 +57,8 @@ def overlaps(a: int, n: int, b: int, m: int) -> bool:
 
 @cocotb.test()
 async def test_ga2_vec_random_operations(dut):
-    for name in ("start", "sub", "n", "src_a", "src_b", "dst", "qa", "qb", "qs"):
-        getattr(dut, name).value = 0
-    cycles = await start_clock(dut)
-    sram = Scratchpad(dut, cycles)
-    await reset(dut, cycles)
-    r = rng()
-    await sram.write(0, [r.getrandbits(32) for _ in range(WINDOW)])
+    inputs = ("start", "sub", "n", "src_a", "src_b", "dst", "qa", "qb", "qs")
+    cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     counts = dict.fromkeys(isa.VEC_NAMES.values(), 0)
     for op in range(OPERATIONS):
         sub = op % len(isa.VEC_NAMES) if op < 12 else r.choice(list(isa.VEC_NAMES))

@@ -141,6 +141,20 @@ class Scratchpad:
             assert g == want, f"{what}: sram[{base + i}] = {g:#010x}, model says {want:#010x}"
 
 
+async def start_unit(dut, inputs: tuple[str, ...], window: int) -> tuple[Cycles, Scratchpad, random.Random]:
+    """Common start of a unit bench: inputs idle, clock running, reset, and the first `window`
+    scratchpad words filled with random data. Returns the cycle counter, the scratchpad port and
+    the test's random generator."""
+    for name in inputs:
+        getattr(dut, name).value = 0
+    cycles = await start_clock(dut)
+    sram = Scratchpad(dut, cycles)
+    await reset(dut, cycles)
+    r = rng()
+    await sram.write(0, [r.getrandbits(32) for _ in range(window)])
+    return cycles, sram, r
+
+
 async def run_unit(dut, cycles: Cycles, expected_cycles: int, what: str, operands: dict[str, int]) -> None:
     """Start a unit in the current cycle s, then check `done` is low in s+1 .. s+C-1, high in s+C, low after.
 
