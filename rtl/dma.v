@@ -1,139 +1,241 @@
 `timescale 1ns/1ps
 `default_nettype none
-// dma: moves rows x cols words between external memory and the scratchpad, one word per cycle,
-// from a queue of two descriptors: the transfer that is moving and one waiting behind it.
-// Timing: a transfer busies the engine for D = DMA_SETUP + rows*cols cycles: DMA_SETUP idle
-// cycles, then one word per cycle. Started in cycle t (the sequencer's fetch cycle) it begins in
-// cycle max(t+1, the cycle after the transfer ahead of it ends). `full` is high while a descriptor
-// waits; the sequencer does not start a transfer then. `busy` is high while a transfer moves.
-// Row r reads ext[ext_base + r*ext_stride + c] and sram[sram_base + r*sram_stride + c].
-module dma (
+// dma: moves rows x cols words between external memory and the scratchpad, from a queue of up to
+// QUEUE transfers (issued and not finished). Row r uses ext[ext_base + r*ext_stride + c] and
+// sram[sram_base + r*sram_stride + c].
+//
+// External port: requests with valid/ready (a read, or a write with its data), responses to reads
+// in request order with rsp_valid (the DMA always takes them). Any latency works; the cycle counts
+// below (and the machine model's) assume a memory that is always ready and answers a read L cycles
+// after taking it (L = 0: in the same cycle). At most PENDING reads wait for their answers.
+//
+// Timing with such a memory. A transfer takes its descriptor in cycle s ("setup", DMA_SETUP = 1):
+// s = max(issue + 1, when the engine is free, for a STORE: one cycle after every LOAD before it
+// has ended, so it stores what they brought). With n = rows * cols words:
+//   LOAD   requests words in cycles s+1 .. s+n; word i is written to the scratchpad in cycle
+//          s+2+L+i; the transfer ends (stops counting as in flight) at s+n+L+2. The engine is free
+//          for the next transfer's setup at s+n+1: a LOAD's answers overlap the next requests.
+//   STORE  reads word i from the scratchpad in cycle s+1+i and sends it in s+3+i; it ends at
+//          s+n+3, and the engine is free at s+n+2.
+// `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
+// its descriptor has not ended.
+module dma #(
+    parameter integer QUEUE   = 4,
+    parameter integer PENDING = 32
+) (
     input  wire        clk,
     input  wire        rst,
     input  wire        start,
     input  wire        is_store,
     input  wire [15:0] rows,
     input  wire [15:0] cols,
-    input  wire [11:0] sram_base,
     input  wire [15:0] ext_base,
     input  wire [15:0] ext_stride,
+    input  wire [11:0] sram_base,
     input  wire [11:0] sram_stride,
-    output reg         busy,
-    output reg         full,
-    // external memory
-    output wire [15:0] ext_addr,
-    input  wire [31:0] ext_rdata,
-    output wire        ext_we,
-    output wire [31:0] ext_wdata,
-    // scratchpad
+    output reg  [2:0]  inflight,
+    output wire        busy,
+    output wire        ext_req_valid,
+    input  wire        ext_req_ready,
+    output wire        ext_req_we,
+    output wire [15:0] ext_req_addr,
+    output wire [31:0] ext_req_wdata,
+    input  wire        ext_rsp_valid,
+    input  wire [31:0] ext_rsp_rdata,
+    output wire        sram_re,
     output wire [11:0] sram_raddr,
     input  wire [31:0] sram_rdata,
-    output wire        sram_we,
-    output wire [11:0] sram_waddr,
-    output wire [31:0] sram_wdata
+    output reg         sram_we,
+    output reg  [11:0] sram_waddr,
+    output reg  [31:0] sram_wdata
 );
-    `include "ga2_defs.vh"
+    localparam integer DW = 1 + 16 + 16 + 16 + 16 + 12 + 12;  // a descriptor
+    localparam integer PW = $clog2(PENDING);
 
-    // the moving transfer
+    // ------------------------------------------------------------------ descriptors waiting
+    reg [DW-1:0] dq [0:QUEUE-1];
+    reg [1:0]    dq_rp, dq_wp;
+    reg [2:0]    dq_count;
+    wire [DW-1:0] d_in   = {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride};
+    wire [DW-1:0] d_head = dq[dq_rp];
+
+    // ------------------------------------------------------------------ the request engine
+    localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2, R_STAIL = 2'd3;
+    reg [1:0]  state;
     reg        store;
-    reg [3:0]  setup;  // up to 15 setup cycles
-    reg [15:0] r, c, rows_m1, cols_m1, e_stride, e_row;
-    reg [11:0] s_stride, s_row;
-    // the waiting descriptor
-    reg        p_store;
-    reg [15:0] p_rows, p_cols, p_ext, p_est;
-    reg [11:0] p_sram, p_sst;
+    reg [15:0] rows_m1, cols_m1, r, c, e_row, e_stride;
+    reg [11:0] s_row, s_stride;
+    reg [2:0]  active;                 // transfers that took their descriptor and have not ended
+    reg [2:0]  loads_out;              // of those, LOADs
+    wire [15:0] e_addr  = e_row + c;
+    wire [11:0] s_addr  = s_row + c[11:0];
+    wire        last_wd = (r == rows_m1) && (c == cols_m1);
 
-    wire        moving    = busy && (setup == 4'd0);
-    wire        finishing = moving && (c == cols_m1) && (r == rows_m1);
-    wire [11:0] s_addr    = s_row + c[11:0];
+    // LOAD answers still to come: the scratchpad word each goes to, and whether it ends a transfer
+    reg [12:0]  pq [0:PENDING-1];
+    reg [PW-1:0] pq_rp, pq_wp;
+    reg [PW:0]  pq_count;
 
-    assign ext_addr   = e_row + c;
-    assign ext_we     = moving && store;
-    assign ext_wdata  = sram_rdata;
-    assign sram_raddr = s_addr;
-    assign sram_we    = moving && !store;
-    assign sram_waddr = s_addr;
-    assign sram_wdata = ext_rdata;
+    // STORE words on their way: read from the scratchpad, then sent (a small skid buffer keeps
+    // them when the memory is not ready)
+    localparam integer SKID = 4;
+    reg        st1_v, st2_v, st1_last, st2_last;
+    reg [15:0] st1_addr, st2_addr;
+    reg [48:0] sk [0:SKID-1];          // {last, ext address, data}
+    reg [1:0]  sk_rp, sk_wp;
+    reg [2:0]  sk_count;
+    wire        arr_v    = st2_v;      // a stored word's data is here this cycle
+    wire [48:0] arr      = {st2_last, st2_addr, sram_rdata};
+    wire        st_v     = (sk_count != 3'd0) || arr_v;
+    wire [48:0] st_out   = (sk_count != 3'd0) ? sk[sk_rp] : arr;
+    wire        st_fire  = st_v && ext_req_ready;
+    wire [3:0]  st_held  = {1'b0, sk_count} + {3'd0, st1_v} + {3'd0, st2_v};
+    wire        st_room  = st_held < SKID[3:0];
 
-    // make a descriptor the moving transfer
-    task begin_transfer;
-        input        st;
-        input [15:0] nr, nc, eb, es;
-        input [11:0] sb, ss;
-        begin
-            busy <= 1'b1;
-            store <= st;
-            setup <= GA2_DMA_SETUP[3:0];
-            r <= 16'd0;
-            c <= 16'd0;
-            rows_m1 <= nr - 16'd1;
-            cols_m1 <= nc - 16'd1;
-            e_stride <= es;
-            s_stride <= ss;
-            e_row <= eb;
-            s_row <= sb;
-        end
-    endtask
+    // this cycle's request: stored words first, then the current LOAD's next word
+    wire ld_v    = (state == R_REQ) && !store && !st_v && (pq_count < PENDING[PW:0]);
+    wire ld_fire = ld_v && ext_req_ready;
+    wire st_rd   = (state == R_REQ) && store && st_room;  // read the next word to store
+    assign ext_req_valid = st_v || ld_v;
+    assign ext_req_we    = st_v;
+    assign ext_req_addr  = st_v ? st_out[47:32] : e_addr;
+    assign ext_req_wdata = st_out[31:0];
+    assign sram_re       = st_rd;
+    assign sram_raddr    = s_addr;
+
+    wire advance  = ld_fire || st_rd;  // the current transfer's word went out
+    wire req_done = advance && last_wd;
+    // the engine can take a descriptor this cycle
+    wire free     = (state == R_IDLE) || (state == R_STAIL) || (req_done && !store);
+    wire have_q   = (dq_count != 3'd0);
+    wire take_st  = have_q ? d_head[DW-1] : is_store;
+    wire take     = free && (have_q || start) && (!take_st || loads_out == 3'd0);
+    wire bypass   = take && !have_q;   // the descriptor issued this cycle starts at once
+    wire [DW-1:0] d_take = have_q ? d_head : d_in;
+
+    // completions: a LOAD's last answer written, a STORE's last word sent
+    reg  rsp_v, rsp_last;
+    wire ld_end   = rsp_v && rsp_last;
+    wire st_end   = st_fire && st_out[48];
+    wire ends     = ld_end || st_end;
+    assign busy   = (active != 3'd0);
 
     always @(posedge clk) begin
         if (rst) begin
-            busy <= 1'b0;
-            full <= 1'b0;
+            dq_rp <= 2'd0;
+            dq_wp <= 2'd0;
+            dq_count <= 3'd0;
+            state <= R_IDLE;
             store <= 1'b0;
-            setup <= 4'd0;
-            r <= 16'd0;
-            c <= 16'd0;
             rows_m1 <= 16'd0;
             cols_m1 <= 16'd0;
-            e_stride <= 16'd0;
+            r <= 16'd0;
+            c <= 16'd0;
             e_row <= 16'd0;
-            s_stride <= 12'd0;
+            e_stride <= 16'd0;
             s_row <= 12'd0;
-            p_store <= 1'b0;
-            p_rows <= 16'd0;
-            p_cols <= 16'd0;
-            p_ext <= 16'd0;
-            p_est <= 16'd0;
-            p_sram <= 12'd0;
-            p_sst <= 12'd0;
+            s_stride <= 12'd0;
+            active <= 3'd0;
+            loads_out <= 3'd0;
+            inflight <= 3'd0;
         end else begin
-            // advance the moving transfer
-            if (busy) begin
-                if (setup != 4'd0) begin
-                    setup <= setup - 4'd1;
-                end else if (c == cols_m1) begin
+            // the queue of descriptors
+            if (start && !bypass) begin
+                dq[dq_wp] <= d_in;
+                dq_wp <= dq_wp + 2'd1;
+            end
+            if (take && have_q) dq_rp <= dq_rp + 2'd1;
+            dq_count <= dq_count + {2'd0, start && !bypass} - {2'd0, take && have_q};
+            inflight <= inflight + {2'd0, start} - {2'd0, ends};
+            active <= active + {2'd0, take} - {2'd0, ends};
+            loads_out <= loads_out + {2'd0, take && !take_st} - {2'd0, ld_end};
+
+            // the request engine
+            if (advance) begin
+                if (c == cols_m1) begin
                     c <= 16'd0;
+                    r <= r + 16'd1;
                     e_row <= e_row + e_stride;
                     s_row <= s_row + s_stride;
-                    r <= r + 16'd1;
                 end else begin
                     c <= c + 16'd1;
                 end
             end
-            if (finishing) begin
-                if (full) begin
-                    begin_transfer(p_store, p_rows, p_cols, p_ext, p_est, p_sram, p_sst);
-                    full <= 1'b0;
-                end else if (start) begin
-                    begin_transfer(is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride);
-                end else begin
-                    busy <= 1'b0;
-                end
-            end else if (start) begin
-                if (!busy) begin
-                    begin_transfer(is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride);
-                end else begin
-                    full <= 1'b1;
-                    p_store <= is_store;
-                    p_rows <= rows;
-                    p_cols <= cols;
-                    p_ext <= ext_base;
-                    p_est <= ext_stride;
-                    p_sram <= sram_base;
-                    p_sst <= sram_stride;
-                end
+            case (state)
+                R_SETUP: state <= R_REQ;
+                R_REQ: if (req_done) state <= store ? R_STAIL : R_IDLE;
+                default: state <= R_IDLE;
+            endcase
+            if (take) begin
+                state <= R_SETUP;
+                store <= d_take[DW-1];
+                rows_m1 <= d_take[DW-2 -: 16] - 16'd1;
+                cols_m1 <= d_take[DW-18 -: 16] - 16'd1;
+                e_row <= d_take[DW-34 -: 16];
+                e_stride <= d_take[DW-50 -: 16];
+                s_row <= d_take[23:12];
+                s_stride <= d_take[11:0];
+                r <= 16'd0;
+                c <= 16'd0;
             end
+        end
+    end
+
+    // ------------------------------------------------------------------- LOAD answers
+    // A memory with no latency answers in the request's own cycle, before the request's entry is
+    // in the queue: then the entry is taken straight from the request.
+    wire [12:0] pq_head = (pq_count == {(PW+1){1'b0}}) ? {last_wd, s_addr} : pq[pq_rp];
+    always @(posedge clk) begin
+        if (rst) begin
+            pq_rp <= {PW{1'b0}};
+            pq_wp <= {PW{1'b0}};
+            pq_count <= {(PW+1){1'b0}};
+            rsp_v <= 1'b0;
+            rsp_last <= 1'b0;
+            sram_we <= 1'b0;
+        end else begin
+            if (ld_fire) begin
+                pq[pq_wp] <= {last_wd, s_addr};
+                pq_wp <= pq_wp + 1'b1;
+            end
+            if (ext_rsp_valid) pq_rp <= pq_rp + 1'b1;
+            pq_count <= pq_count + {{PW{1'b0}}, ld_fire} - {{PW{1'b0}}, ext_rsp_valid};
+            // an answer is written the cycle after it comes
+            rsp_v <= ext_rsp_valid;
+            rsp_last <= ext_rsp_valid && pq_head[12];
+            sram_we <= ext_rsp_valid;
+        end
+        sram_waddr <= pq_head[11:0];
+        sram_wdata <= ext_rsp_rdata;
+    end
+
+    // ------------------------------------------------------------------- STORE words
+    always @(posedge clk) begin
+        if (rst) begin
+            st1_v <= 1'b0;
+            st2_v <= 1'b0;
+            st1_last <= 1'b0;
+            st2_last <= 1'b0;
+            st1_addr <= 16'd0;
+            st2_addr <= 16'd0;
+            sk_rp <= 2'd0;
+            sk_wp <= 2'd0;
+            sk_count <= 3'd0;
+        end else begin
+            st1_v <= st_rd;
+            st1_last <= st_rd && last_wd;
+            st1_addr <= e_addr;
+            st2_v <= st1_v;
+            st2_last <= st1_last;
+            st2_addr <= st1_addr;
+            // the arriving word waits in the skid buffer unless it went out at once
+            if (arr_v && !(sk_count == 3'd0 && st_fire)) begin
+                sk[sk_wp] <= arr;
+                sk_wp <= sk_wp + 2'd1;
+            end
+            if (sk_count != 3'd0 && st_fire) sk_rp <= sk_rp + 2'd1;
+            sk_count <= sk_count + {2'd0, arr_v && !(sk_count == 3'd0 && st_fire)}
+                                 - {2'd0, sk_count != 3'd0 && st_fire};
         end
     end
 endmodule

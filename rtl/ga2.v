@@ -2,19 +2,24 @@
 `default_nettype none
 // ga2: the top. Instruction fetch and decode, dispatch to the units, the DMA engine, the five
 // cycle counters, halt.
-// The sequencer fetches one 4-word instruction per cycle from imem (loaded by the testbench).
-//   LOAD/STORE  hand the transfer to the DMA queue and go on (stall first while the queue is full)
-//   WAIT, HALT  stall until the DMA queue is empty (WAIT keep=1: until one transfer is left)
+// Instruction memory: four banks (word 0..3 of every instruction), each IMEM_INSTRS x 32 with a
+// synchronous read, so one whole instruction is read per cycle. The sequencer presents the address
+// of the instruction it will decode next cycle: the one it decodes now, or the next one when this
+// one goes ahead. Per instruction:
+//   LOAD/STORE  hand the transfer to the DMA engine and go on (stall first while QUEUE are in flight)
+//   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is
 //   QCFG        set the quantization registers qa, qb, qs and the bias address
-//   MM/VEC/SMAX start the unit and wait for its done cycle
+//   MM/VEC/SMAX start the unit in the decode cycle and wait for its done cycle
+// An illegal instruction (unknown opcode, a reserved bit set, WAIT keeping QUEUE or more), or
+// running past the last instruction of the memory, halts with `illegal` set.
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
-// An unknown opcode halts with `illegal` set.
-module ga2 #(
-    parameter integer IMEM_WORDS = 4096  // 1024 instructions of 4 words; addresses are 12 bits
-) (
+// The external port is the DMA engine's (see rtl/dma.v): requests with valid/ready, read answers
+// in order with rsp_valid.
+module ga2 (
     input  wire        clk,
     input  wire        rst,
-    // instruction memory load port (used while rst is high)
+    // instruction memory load port (used while rst is high): word imem_addr[1:0] of instruction
+    // imem_addr[11:2]
     input  wire        imem_we,
     input  wire [11:0] imem_addr,
     input  wire [31:0] imem_wdata,
@@ -25,31 +30,40 @@ module ga2 #(
     output reg  [31:0] c2,
     output reg  [31:0] c3,
     output reg  [31:0] c4,
-    output wire [15:0] ext_addr,
-    input  wire [31:0] ext_rdata,
-    output wire        ext_we,
-    output wire [31:0] ext_wdata
+    output wire        ext_req_valid,
+    input  wire        ext_req_ready,
+    output wire        ext_req_we,
+    output wire [15:0] ext_req_addr,
+    output wire [31:0] ext_req_wdata,
+    input  wire        ext_rsp_valid,
+    input  wire [31:0] ext_rsp_rdata
 );
     `include "ga2_defs.vh"
+    localparam integer IAW = GA2_IMEM_AW;
 
-    reg [31:0] imem [0:IMEM_WORDS-1];
-    always @(posedge clk) begin
-        if (imem_we) imem[imem_addr] <= imem_wdata;
-    end
+    reg            executing;
+    reg [3:0]      cur_op;
+    reg [IAW-1:0]  pc;
+    reg [15:0]     qa, qb;
+    reg [11:0]     qbias;
+    reg [5:0]      qs;
 
-    reg        executing;
-    reg [3:0]  cur_op;
-    reg [15:0] pc;
-    reg [15:0] qa, qb;
-    reg [11:0] qbias;
-    reg [5:0]  qs;
-
-    // ---- fetch and decode ----
-    wire [11:0] base = {pc[9:0], 2'b00};
-    wire [31:0] w0 = imem[base];
-    wire [31:0] w1 = imem[base + 12'd1];
-    wire [31:0] w2 = imem[base + 12'd2];
-    wire [31:0] w3 = imem[base + 12'd3];  // bits 31:24 are reserved by every instruction
+    // ---- instruction memory and decode ----
+    wire [IAW-1:0] fetch_addr;
+    wire [127:0]   iword;
+    genvar j;
+    generate
+        for (j = 0; j < 4; j = j + 1) begin : g_imem
+            ram_1r1w #(.WIDTH(32), .DEPTH(GA2_IMEM_INSTRS), .AW(IAW)) u_ram (
+                .clk(clk), .we(imem_we && imem_addr[1:0] == j), .waddr(imem_addr[IAW+1:2]), .wdata(imem_wdata),
+                .re(1'b1), .raddr(fetch_addr), .rdata(iword[j*32 +: 32])
+            );
+        end
+    endgenerate
+    wire [31:0] w0 = iword[31:0];
+    wire [31:0] w1 = iword[63:32];
+    wire [31:0] w2 = iword[95:64];
+    wire [31:0] w3 = iword[127:96];  // bits 31:24 are reserved by every instruction
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
@@ -60,80 +74,97 @@ module ga2 #(
     wire [15:0] fc = w2[15:0];
     wire [15:0] fd = w2[31:16];
 
-    wire running  = !halted;
-    wire fetching = running && !executing;
-    wire dma_busy, dma_full;
-    wire is_dma   = (op == OP_LOAD) || (op == OP_STORE);
-    // A transfer waits only for room in the DMA queue. HALT, and WAIT with cnt = 0, wait for the
-    // queue to empty; WAIT with cnt = 1 only until the older of two queued transfers is done.
-    wire drains   = (op == OP_HALT) || (op == OP_WAIT && cnt == 16'd0);
-    wire keeps1   = (op == OP_WAIT) && (cnt == 16'd1);
-    wire stall    = fetching && ((is_dma && dma_full) || (drains && (dma_busy || dma_full)) || (keeps1 && dma_full));
-    wire go       = fetching && !stall;
+    wire       running  = !halted;
+    wire       fetching = running && !executing;
+    wire [2:0] inflight;
+    wire       dma_busy;
+    wire       is_dma  = (op == OP_LOAD) || (op == OP_STORE);
+    wire       compute = (op == OP_MM) || (op == OP_VEC) || (op == OP_SMAX);
+    // WAIT and HALT wait for transfers to finish; LOAD/STORE for room in the queue
+    wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[2:0])
+                                    || (op == OP_WAIT && {13'd0, inflight} > cnt)
+                                    || (op == OP_HALT && inflight != 3'd0));
+    wire       go    = !rst && fetching && !stall;
+    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0)
+                          && !(op == OP_WAIT && cnt >= GA2_DMA_QUEUE[15:0]);
+    wire       legal_go = go && known_op;
+    wire       unit_done;
+    // the instruction after this one is decoded next cycle
+    wire       advance  = !rst && ((legal_go && op != OP_HALT && !compute) || (executing && unit_done));
+    wire       pc_last  = (pc == {IAW{1'b1}});
+    assign fetch_addr = advance ? pc + 1'b1 : pc;
 
-    // an illegal instruction (unknown opcode, a reserved bit set, WAIT keeping more than one
-    // transfer) halts the chip and starts nothing
-    wire known_op  = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0)
-                     && !(op == OP_WAIT && cnt > 16'd1);
-    wire start_mm  = go && known_op && (op == OP_MM);
-    wire start_vec = go && known_op && (op == OP_VEC);
-    wire start_sm  = go && known_op && (op == OP_SMAX);
-    wire start_dma = go && known_op && ((op == OP_LOAD) || (op == OP_STORE));
+    wire start_mm  = legal_go && (op == OP_MM);
+    wire start_vec = legal_go && (op == OP_VEC);
+    wire start_sm  = legal_go && (op == OP_SMAX);
+    wire start_dma = legal_go && is_dma;
 
     // ---- units ----
-    wire [11:0] mm_ra, vec_ra_addr, vec_rb_addr, sm_ra, mm_wa, vec_wa, sm_wa, dma_sra, dma_swa;
-    wire [31:0] ra_data, rb_data, dma_srd, mm_wd, vec_wd, sm_wd, dma_swd;
-    wire        mm_we, vec_we, sm_we, dma_swe, mm_done, vec_done, sm_done;
+    wire [3:0]   mm_mask;
+    wire [11:0]  mm_ra, mm_wa, vec_ra, vec_rb, vec_wa, sm_ra, sm_wa, dma_sra, dma_swa;
+    wire [127:0] p0_data;
+    wire [31:0]  p1_data, dma_srd, mm_wd, vec_wd, sm_wd, dma_swd;
+    wire         mm_we, vec_we, sm_we, dma_swe, dma_sre, vec_rae, vec_rbe, sm_re;
+    wire         mm_done, vec_done, sm_done;
 
-    dma u_dma (
-        .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE),
-        .rows(cnt), .cols(fc), .sram_base(fa[11:0]), .ext_base(fb), .ext_stride(fd), .sram_stride(w3[11:0]),
-        .busy(dma_busy), .full(dma_full), .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata),
-        .sram_raddr(dma_sra), .sram_rdata(dma_srd), .sram_we(dma_swe), .sram_waddr(dma_swa),
-        .sram_wdata(dma_swd)
+    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING)) u_dma (
+        .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
+        .ext_base(fb), .ext_stride(fd), .sram_base(fa[11:0]), .sram_stride(w3[11:0]),
+        .inflight(inflight), .busy(dma_busy),
+        .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
+        .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
+        .ext_rsp_rdata(ext_rsp_rdata),
+        .sram_re(dma_sre), .sram_raddr(dma_sra), .sram_rdata(dma_srd),
+        .sram_we(dma_swe), .sram_waddr(dma_swa), .sram_wdata(dma_swd)
     );
 
     // Each unit sees read data only while it runs: an idle unit's datapath then stays still,
     // which costs nothing in hardware and keeps event-driven simulation fast.
-    wire [31:0] mm_rd  = (cur_op == OP_MM) ? ra_data : 32'd0;
-    wire [31:0] vec_ra = (cur_op == OP_VEC) ? ra_data : 32'd0;
-    wire [31:0] vec_rb = (cur_op == OP_VEC) ? rb_data : 32'd0;
-    wire [31:0] sm_rd  = (cur_op == OP_SMAX) ? ra_data : 32'd0;
+    wire is_mm  = (cur_op == OP_MM);
+    wire is_vec = (cur_op == OP_VEC);
+    wire is_sm  = (cur_op == OP_SMAX);
+    wire [127:0] mm_rd  = is_mm ? p0_data : 128'd0;
+    wire [31:0]  vec_a  = is_vec ? p0_data[31:0] : 32'd0;
+    wire [31:0]  vec_b  = is_vec ? p1_data : 32'd0;
+    wire [31:0]  sm_rd  = is_sm ? p0_data[31:0] : 32'd0;
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
-        .a_base(fa), .b_base(fb), .out_base(fc), .qa(qa), .qs(qs), .qbias(qbias),
-        .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd), .done(mm_done)
+        .a_base(fa[11:0]), .b_base(fb[11:0]), .out_base(fc[11:0]), .qa(qa), .qs(qs), .qbias(qbias),
+        .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
+        .done(mm_done)
     );
 
     ga2_vec u_vec (
-        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[11:0]), .src_b(fb[11:0]), .dst(fc[11:0]),
-        .qa(qa), .qb(qb), .qs(qs), .ra_addr(vec_ra_addr), .ra_data(vec_ra), .rb_addr(vec_rb_addr), .rb_data(vec_rb),
-        .we(vec_we), .waddr(vec_wa), .wdata(vec_wd), .done(vec_done)
+        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[11:0]), .src_b(fb[11:0]),
+        .dst(fc[11:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
+        .rb_en(vec_rbe), .rb_addr(vec_rb), .rb_data(vec_b), .we(vec_we), .waddr(vec_wa), .wdata(vec_wd),
+        .done(vec_done)
     );
 
     ga2_sm u_sm (
-        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt), .src(fa[11:0]),
-        .dst(fc[11:0]), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we), .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
+        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt),
+        .src(fa[11:0]), .dst(fc[11:0]), .re(sm_re), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we),
+        .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );
 
-    // ---- scratchpad: compute ports go to the unit that is running ----
-    wire        is_mm  = (cur_op == OP_MM);
-    wire        is_vec = (cur_op == OP_VEC);
-    wire [11:0] ra_addr = is_mm ? mm_ra : is_vec ? vec_ra_addr : sm_ra;
-    wire        wc_en   = is_mm ? mm_we : is_vec ? vec_we : sm_we;
+    // ---- scratchpad: the compute ports go to the unit that runs, the DMA ports to the DMA ----
+    wire [3:0]  p0_mask = is_mm ? mm_mask : is_vec ? {3'd0, vec_rae} : is_sm ? {3'd0, sm_re} : 4'd0;
+    wire [11:0] p0_addr = is_mm ? mm_ra : is_vec ? vec_ra : sm_ra;
+    wire        wc_en   = is_mm ? mm_we : is_vec ? vec_we : is_sm && sm_we;
     wire [11:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
     wire [31:0] wc_data = is_mm ? mm_wd : is_vec ? vec_wd : sm_wd;
 
     sram #(.WORDS(GA2_SRAM_WORDS), .AW(GA2_SRAM_AW)) u_sram (
         .clk(clk),
-        .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(vec_rb_addr), .rb_data(rb_data),
-        .rd_addr(dma_sra), .rd_data(dma_srd),
+        .p0_mask(executing ? p0_mask : 4'd0), .p0_addr(p0_addr), .p0_data(p0_data),
+        .p1_en(executing && is_vec && vec_rbe), .p1_addr(vec_rb), .p1_data(p1_data),
+        .dr_en(dma_sre), .dr_addr(dma_sra), .dr_data(dma_srd),
         .wc_en(executing && wc_en), .wc_addr(wc_addr), .wc_data(wc_data),
         .wd_en(dma_swe), .wd_addr(dma_swa), .wd_data(dma_swd)
     );
 
-    wire unit_done = is_mm ? mm_done : is_vec ? vec_done : sm_done;
+    assign unit_done = is_mm ? mm_done : is_vec ? vec_done : sm_done;
 
     // ---- sequencer and counters ----
     always @(posedge clk) begin
@@ -142,7 +173,7 @@ module ga2 #(
             illegal <= 1'b0;
             executing <= 1'b0;
             cur_op <= OP_HALT;
-            pc <= 16'd0;
+            pc <= {IAW{1'b0}};
             qa <= 16'd0;
             qb <= 16'd0;
             qs <= 6'd0;
@@ -158,28 +189,29 @@ module ga2 #(
             if (executing && is_mm) c2 <= c2 + 32'd1;
             if (executing && !is_mm) c3 <= c3 + 32'd1;
             if (stall) c4 <= c4 + 32'd1;
-            if (executing) begin
-                if (unit_done) begin
-                    executing <= 1'b0;
-                    pc <= pc + 16'd1;
+            if (advance) begin
+                pc <= pc + 1'b1;
+                if (pc_last) begin  // there is no instruction after the last one
+                    illegal <= 1'b1;
+                    halted <= 1'b1;
                 end
+            end
+            if (executing) begin
+                if (unit_done) executing <= 1'b0;
             end else if (go) begin
                 if (!known_op) begin
                     illegal <= 1'b1;
                     halted <= 1'b1;
                 end else if (op == OP_HALT) begin
                     halted <= 1'b1;
-                end else if (op == OP_MM || op == OP_VEC || op == OP_SMAX) begin
+                end else if (compute) begin
                     executing <= 1'b1;
                     cur_op <= op;
-                end else begin
-                    if (op == OP_QCFG) begin
-                        qa <= fa;
-                        qb <= fb;
-                        qs <= fc[5:0];
-                        qbias <= fd[11:0];
-                    end
-                    pc <= pc + 16'd1;
+                end else if (op == OP_QCFG) begin
+                    qa <= fa;
+                    qb <= fb;
+                    qs <= fc[5:0];
+                    qbias <= fd[11:0];
                 end
             end
         end

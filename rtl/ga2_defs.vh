@@ -6,9 +6,13 @@ localparam integer GA2_N           = 4;     // systolic array is N x N
 localparam integer GA2_LANES       = 4;     // int8 lanes per 32-bit word
 localparam integer GA2_SRAM_WORDS  = 4096;
 localparam integer GA2_SRAM_AW     = 12;
+localparam integer GA2_SRAM_GROUPS = 4;     // banks: SRAM_GROUPS groups (address bits 11:10) x 4 lanes (bits 1:0)
+localparam integer GA2_SRAM_RD_LAT = 2;     // a read issued in cycle t returns its data in cycle t + 2
 localparam integer GA2_IMEM_INSTRS = 1024;
-localparam integer GA2_MM_MAX_K    = 1024;  // depth of each rowmem buffer, in int8 elements
-localparam integer GA2_DMA_SETUP   = 2;
+localparam integer GA2_IMEM_AW     = 10;
+localparam integer GA2_MM_MAX_K    = 1024;  // longest reduction: rowmem holds MM_MAX_K / 4 words per row
+localparam integer GA2_DMA_QUEUE   = 4;     // transfers issued and not finished
+localparam integer GA2_DMA_PENDING = 32;    // LOAD words requested and not yet answered (latency bound)
 localparam integer GA2_DIV_CYCLES  = 32;
 localparam integer GA2_MAX_SHIFT   = 47;
 localparam integer GA2_SM_SCALE_SHIFT = 10;   // table index = ((max - x) * smul + 2^9) >> 10

@@ -1,312 +1,696 @@
 `timescale 1ns/1ps
 `default_nettype none
 // ga2_mm: the matmul engine around the systolic array.
-//   out[r][m] = sum_k A[r][k] * B(k, m)  (+ bias[m]) (relu) (requantized to int8 or kept int32)
-// A is R packed int8 rows of K. B is either M rows of K (flag BROWS = 0: dot products with rows,
-// as in q @ K.T) or K rows of M (BROWS = 1: x @ W). Work is cut into batch tiles of N rows and
-// column tiles of N outputs.
+//   out[r][m] = sum_k A[r][k] * B(k, m)  (+ bias[m]) (relu) (requantized to int8, or kept int32)
+// A is R packed int8 rows of K. B is K rows of M (flag BROWS: x @ W) or M rows of K (dot products
+// with rows, as in q @ K.T). A is taken N rows at a time (a batch tile of rt rows).
 //
-// Per batch tile: LA loads its A rows into rowmem A (rows * ceil(K/4) cycles). Then the column
-// tiles go through three stages in lock step: in step s
-//   load    tile s:   B into rowmem B bank s%2 (cols*ceil(K/4) cycles, or K when BROWS), then the bias
-//   compute tile s-1: one clear cycle, K + rows + cols - 2 cycles of skewed operands, and one
-//                     cycle in which the last products settle in the accumulators
-//   write   tile s-2: from the output buffer, rows words (int8) or rows*cols words (int32)
-// A step lasts as long as its longest active stage; at its last cycle the array's results are
-// captured (with bias and relu) into the output buffer. T column tiles take T + 2 steps.
-// `done` is high in the very last cycle; the count equals isa.mm_cycles() exactly.
-// A column tile is as wide as the int8 lanes of one word (N = LANES = 4): the tile and word
-// arithmetic below (c0 = 4 * tile, the B word of a tile, two-bit row and column indices) relies on it.
+// Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, one word per
+// cycle). Then B streams from the scratchpad, one read per cycle, in passes of one reduction each:
+//   BROWS: read k of a pass is the line of g consecutive words B[k][4t .. 4t+4g-1], column tiles
+//          t .. t+g-1. The array runs g = N/rt groups of rt rows side by side, one column tile
+//          each, all fed the same A rows: a one-row matmul keeps all N*N PEs busy and reads four B
+//          words per cycle. A enters from the left, B is injected at each group's top row.
+//   dot:   read q of a pass is word q/4 of B row 4t + q%4 (column tile t): array row i takes B row
+//          4t+i from the left through a shift register, array column c takes A row c from the top.
+//          K is padded to a multiple of four.
+// Lane i of each edge is delayed i cycles so that PE(i,c) meets both operands of a reduction step
+// in the same cycle. `first` and `last` flags travel with the left operand: a pass follows the one
+// before it with no gap, and each PE keeps its finished sum in `res` while the next pass streams in.
+//
+// Timing (exact; model/capra/isa.py:mm_cycles is the same arithmetic). The start cycle is 0;
+// cycle 1 works out the first batch tile. Then, per batch tile b (kw = ceil(K/4)):
+//   A load step   max(rt*kw + 1, G of tile b-1) cycles, the first tile's just rt*kw + 1: pad
+//                 cycles, rt*kw reads, one cycle for the last rowmem write to land. A tile before
+//                 another is full (rt = N, so G >= 2N-1): its operands leave the array before the
+//                 next tile's group layout takes effect.
+//   passes        ceil(ceil(M/4) / g) of them (dot: g = 1); a pass reads R = (BROWS ? K : 4*kw)
+//                 + BIAS words (the bias line comes after the B reads); every pass but a tile's
+//                 first takes max(R, G) cycles, G = W + N - 1 (+ 2 with BIAS), pad cycles first.
+// The writer reads a pass's results READ_TO_RES cycles after its last B read (3 to reach the array,
+// 3 in a PE, N-1 of skew) and handles W slots, one per cycle: W = U for int8 output (one word
+// each), U*N for int32 (one result each), U = used rows g*rt (BROWS) or columns rt (dot). A slot
+// is written WR_LAT cycles after it is read (bias and relu, then requant's five stages); `done` is
+// high in the cycle of the last slot's write (a slot with nothing to write still takes its cycle).
+// G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
+// words until its last slot.
 module ga2_mm (
-    input  wire        clk,
-    input  wire        rst,
-    input  wire        start,
-    input  wire [3:0]  flags,
-    input  wire [15:0] r_total,
-    input  wire [15:0] k_len,
-    input  wire [15:0] m_total,
-    input  wire [15:0] a_base,
-    input  wire [15:0] b_base,
-    input  wire [15:0] out_base,
-    input  wire [15:0] qa,
-    input  wire [5:0]  qs,
-    input  wire [11:0] qbias,
-    output wire [11:0] rd_addr,
-    input  wire [31:0] rd_data,
-    output wire        we,
-    output wire [11:0] waddr,
-    output wire [31:0] wdata,
-    output wire        done
+    input  wire         clk,
+    input  wire         rst,
+    input  wire         start,
+    input  wire [3:0]   flags,
+    input  wire [15:0]  r_total,
+    input  wire [15:0]  k_len,
+    input  wire [15:0]  m_total,
+    input  wire [11:0]  a_base,
+    input  wire [11:0]  b_base,
+    input  wire [11:0]  out_base,
+    input  wire [15:0]  qa,
+    input  wire [5:0]   qs,
+    input  wire [11:0]  qbias,
+    output wire [3:0]   rd_mask,
+    output wire [11:0]  rd_addr,
+    input  wire [127:0] rd_data,
+    output wire         we,
+    output wire [11:0]  waddr,
+    output wire [31:0]  wdata,
+    output wire         done
 );
     `include "ga2_defs.vh"
-    localparam integer N  = GA2_N;
-    localparam integer IW = 10;
+    // The array is as wide as a word has int8 lanes: a column tile is one word of four outputs, and
+    // the shifts by 2 below (4 * tile, k / 4) rely on N = LANES = 4.
+    localparam integer N           = GA2_N;
+    localparam integer READ_TO_RES = 3 + 3 + N - 1;
+    localparam integer WR_LAT      = 6;
 
-    localparam [1:0] S_IDLE = 2'd0, S_LA = 2'd1, S_PIPE = 2'd2;
-
-    reg [1:0]  state;
+    // ---------------------------------------------------------------- the instruction, latched
     reg [3:0]  fl;
-    reg [15:0] rt, kl, mt, kw, mw;
-    reg [11:0] qbase;
-    reg [15:0] qa_r, b_base_r;
+    reg [15:0] r_all, kl, mt, qa_r;
+    reg [11:0] b_r, qbias_r;
     reg [5:0]  qs_r;
-    reg [15:0] r0;          // first row of the batch tile
-    reg [15:0] step, cc;    // pipeline step and the cycle within it
-    reg [15:0] la_i, la_w;  // LA counters: row, word
-    reg [15:0] lj, lw;      // load-stage counters (dot form): column, word
-    reg [15:0] a_ptr, b_ptr, bk_ptr, o_tile, o_ptr;
-    reg [15:0] wi, wj;      // write-stage counters (int32 results): row, column
-    reg [N*32-1:0] bias_l, bias_c;
-    reg [N*N*32-1:0] obuf;
-
+    reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
+    reg [10:0] kw2, kw3;              // 2*kw, 3*kw (dot: the offsets of B rows 4t+2, 4t+3)
+    reg [15:0] tiles;                 // column tiles: ceil(M/4)
     wire out8  = fl[0];
     wire relu  = fl[1];
-    wire use_b = fl[2];
+    wire biasf = fl[2];
     wire brows = fl[3];
+    wire [10:0] b_reads    = brows ? {1'b0, kl[9:0]} : {kw, 2'b00};  // B reads of a pass
+    wire [10:0] pass_reads = b_reads + {10'd0, biasf};
 
-    // ---- geometry of the batch tile and of the tiles in each stage this step ----
-    wire [15:0] r_left = rt - r0;
-    wire [15:0] rows   = (r_left > 16'd4) ? 16'd4 : r_left;
-    wire [15:0] tiles  = mw;  // N = 4 output columns per tile, as many as words in an int8 row
-
-    function [15:0] cols_of;
-        input [13:0] t;
-        input [15:0] m;
-        reg   [15:0] left;
+    // ------------------------------------------------------------------- batch tile geometry
+    function [2:0] rows_of;           // rt = min(N, rows left)
+        input [15:0] left;
         begin
-            left = m - {t, 2'b00};
-            cols_of = (left > 16'd4) ? 16'd4 : left;
+            rows_of = (left > 16'd4) ? 3'd4 : left[2:0];
+        end
+    endfunction
+    function [2:0] groups_of;         // g: N/rt rounded down to a power of two; 1 for dot or BIAS
+        input [2:0] rt;
+        begin
+            if (!brows || biasf) groups_of = 3'd1;
+            else if (rt == 3'd1) groups_of = 3'd4;
+            else if (rt == 3'd2) groups_of = 3'd2;
+            else groups_of = 3'd1;
+        end
+    endfunction
+    function [4:0] slots_of;          // W
+        input [2:0] rt;
+        input [2:0] g;
+        reg   [4:0] used;
+        begin
+            used = brows ? ((g == 3'd4) ? {2'd0, rt} << 2 : (g == 3'd2) ? {2'd0, rt} << 1 : {2'd0, rt})
+                         : {2'd0, rt};
+            slots_of = out8 ? used : (used << 2);
         end
     endfunction
 
-    wire        l_act  = (step < tiles);
-    wire        c_act  = (step >= 16'd1) && (step <= tiles);
-    wire        w_act  = (step >= 16'd2);
-    wire [13:0] l_tile = step[13:0];          // the column tile in each stage
-    wire [13:0] c_tile = step[13:0] - 14'd1;
-    wire [13:0] w_tile = step[13:0] - 14'd2;
-    wire [15:0] l_cols = cols_of(l_tile, mt);
-    wire [15:0] c_cols = cols_of(c_tile, mt);
-    wire [15:0] w_cols = cols_of(w_tile, mt);
-    wire [15:0] l_b    = brows ? kl : l_cols * kw;
-    wire [15:0] l_len  = l_b + (use_b ? l_cols : 16'd0);
-    wire [15:0] c_len  = kl + rows + c_cols;
-    wire [15:0] w_len  = out8 ? rows : rows * w_cols;
-    wire [15:0] len_lc = (l_act && c_act) ? ((l_len > c_len) ? l_len : c_len) : (l_act ? l_len : (c_act ? c_len : 16'd0));
-    wire [15:0] p_len  = (w_act && w_len > len_lc) ? w_len : len_lc;
-    wire        step_end  = (state == S_PIPE) && (cc == p_len - 16'd1);
-    wire        last_step = (step == tiles + 16'd1);
-    wire        last_bt   = (r0 + 16'd4) >= rt;
-    assign done = step_end && last_step && last_bt;
-
-    // ---- load stage: B words, then the bias words ----
-    wire in_lb   = (state == S_PIPE) && l_act && (cc < l_b);
-    wire in_bias = (state == S_PIPE) && l_act && (cc >= l_b) && (cc < l_len);
-    wire [1:0]  bias_j = cc[1:0] - l_b[1:0];  // the bias word (0..3) read in this cycle
-    assign rd_addr = (state == S_LA) ? a_ptr[11:0] :
-                     in_bias ? (qbase + {l_tile[9:0], 2'b00} + {10'd0, bias_j}) :
-                     brows ? bk_ptr[11:0] : b_ptr[11:0];
-
-    reg [N*32-1:0] bias_l_next;
-    always @(*) begin
-        bias_l_next = bias_l;
-        if (in_bias) bias_l_next[bias_j*32 +: 32] = rd_data;
-    end
-
-    // ---- compute stage: skewed operands from rowmem A and the compute bank of rowmem B ----
-    wire [N*IW-1:0] k_idx;
-    wire [N*8-1:0]  a_row, b_row0, b_row1, a_feed, b_feed;
-    wire            c_bank = c_tile[0];
-    genvar q;
-    generate
-        for (q = 0; q < N; q = q + 1) begin : g_feed
-            localparam [15:0] Q = q;
-            wire [15:0] k_here = cc - 16'd1 - Q;    // the k this lane feeds in this cycle
-            wire        in_k   = c_act && (cc >= 16'd1 + Q) && (k_here < kl);
-            wire [7:0]  b_val  = c_bank ? b_row1[q*8 +: 8] : b_row0[q*8 +: 8];
-            assign k_idx[q*IW +: IW] = k_here[IW-1:0];
-            assign a_feed[q*8 +: 8] = (in_k && (Q < rows)) ? a_row[q*8 +: 8] : 8'd0;
-            assign b_feed[q*8 +: 8] = (in_k && (Q < c_cols)) ? b_val : 8'd0;
-        end
-    endgenerate
-
-    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K), .IW(IW)) u_rowa (
-        .clk(clk), .we(state == S_LA), .scatter(1'b0), .sel(la_i[1:0]), .idx(la_w[IW-1:0]),
-        .wdata(rd_data), .rd_idx(k_idx), .rd_data(a_row)
-    );
-    wire [IW-1:0] lb_idx = brows ? cc[IW-1:0] : lw[IW-1:0];
-    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K), .IW(IW)) u_rowb0 (
-        .clk(clk), .we(in_lb && !l_tile[0]), .scatter(brows), .sel(lj[1:0]), .idx(lb_idx),
-        .wdata(rd_data), .rd_idx(k_idx), .rd_data(b_row0)
-    );
-    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K), .IW(IW)) u_rowb1 (
-        .clk(clk), .we(in_lb && l_tile[0]), .scatter(brows), .sel(lj[1:0]), .idx(lb_idx),
-        .wdata(rd_data), .rd_idx(k_idx), .rd_data(b_row1)
-    );
-
-    wire [N*N*32-1:0] acc;
-    wire in_c = (state == S_PIPE) && c_act && (cc < c_len);
-    systolic #(.N(N)) u_array (
-        .clk(clk), .clear(in_c && cc == 16'd0), .en(in_c && cc != 16'd0),
-        .a_left(a_feed), .b_top(b_feed), .acc(acc)
-    );
-
-    // a result with bias and relu, as captured into the output buffer at a step's end
-    function [31:0] finish;
-        input [31:0] raw;
-        input [31:0] bias;
-        reg   [31:0] biased;
-        begin
-            biased = raw + (use_b ? bias : 32'd0);
-            finish = (relu && biased[31]) ? 32'd0 : biased;
-        end
-    endfunction
-
-    // ---- write stage: from the output buffer ----
-    wire [1:0]  w_row = out8 ? cc[1:0] : wi[1:0];
-    wire [7:0]  q8 [0:N-1];
-    generate
-        for (q = 0; q < N; q = q + 1) begin : g_rq
-            requant u_rq (.acc(obuf[({14'd0, w_row} * N + q) * 32 +: 32]), .mult(qa_r), .shift(qs_r), .y(q8[q]));
-        end
-    endgenerate
-    wire [31:0] word8 = {(w_cols > 16'd3) ? q8[3] : 8'd0, (w_cols > 16'd2) ? q8[2] : 8'd0,
-                         (w_cols > 16'd1) ? q8[1] : 8'd0, q8[0]};
-    assign we    = (state == S_PIPE) && w_act && (cc < w_len);
-    assign waddr = out8 ? o_ptr[11:0] : (o_ptr[11:0] + wj[11:0]);
-    wire [3:0]  w_cell = {wi[1:0], wj[1:0]};  // (row, column) of the int32 result being written
-    assign wdata = out8 ? word8 : obuf[{w_cell, 5'd0} +: 32];
-
-    // pointers for the first cycle of a step: tile s's B, tile s-2's output words
-    wire [15:0] next_step = last_step ? 16'd0 : step + 16'd1;
-    wire [15:0] next_w_c0 = {next_step[13:0], 2'b00} - 16'd8;
-
-    integer pe;
+    reg [15:0] r_left;                // rows of A not yet in a tile, this tile's included
+    reg [11:0] t_out;                 // output word of this tile's first row
+    reg [2:0]  t_rt, t_g;
+    reg [4:0]  t_w;
+    // derived, registered one cycle after what they follow (used many cycles later)
+    reg [5:0]  t_gap;                 // G = W + N - 1 (+ 2 with BIAS)
+    reg [5:0]  t_pass_pad;            // max(0, G - pass_reads)
+    reg [2:0]  n_rt;                  // the next tile
+    reg [5:0]  n_aload_pad;           // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
+    wire [15:0] left_after = r_left - 16'd4;
+    wire [10:0] n_aload    = kw * {8'd0, n_rt} + 11'd1;
     always @(posedge clk) begin
         if (rst) begin
-            state <= S_IDLE;
+            t_gap <= 6'd0;
+            t_pass_pad <= 6'd0;
+            n_rt <= 3'd0;
+            n_aload_pad <= 6'd0;
+        end else begin
+            t_gap <= {1'b0, t_w} + 6'd3 + (biasf ? 6'd2 : 6'd0);
+            t_pass_pad <= ({5'd0, t_gap} > pass_reads) ? (t_gap - pass_reads[5:0]) : 6'd0;
+            n_rt <= rows_of(left_after);
+            n_aload_pad <= ({5'd0, t_gap} > n_aload) ? (t_gap - n_aload[5:0]) : 6'd0;
+        end
+    end
+
+    // ------------------------------------------------------------------- the read sequencer
+    // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
+    localparam [2:0] P_IDLE = 3'd0, P_SETUP = 3'd1, P_APAD = 3'd2, P_AREAD = 3'd3, P_ATURN = 3'd4,
+                     P_BPAD = 3'd5, P_BREAD = 3'd6, P_DRAIN = 3'd7;
+    reg [2:0]  phase;
+    reg [10:0] cnt;                   // pad cycles left, or the read index within a pass
+    reg [2:0]  a_row;
+    reg [8:0]  a_word;
+    reg [11:0] a_ptr;
+    reg [15:0] tile;                  // the pass's first column tile
+    reg [11:0] b_ptr;                 // BROWS: the line of reduction step cnt; dot: B row 4*tile
+    reg        tile_start;            // this pass is its batch tile's first
+
+    wire        a_last      = (a_row == t_rt - 3'd1) && (a_word == kw - 9'd1);
+    wire        in_b        = (phase == P_BREAD) && (cnt < b_reads);
+    wire        in_bias     = (phase == P_BREAD) && !in_b;
+    wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads - 11'd1);
+    wire        last_b      = in_b && (cnt == b_reads - 11'd1);
+    wire [15:0] next_tile   = tile + {13'd0, t_g};
+    wire        more_passes = next_tile < tiles;
+    wire        more_tiles  = r_left > 16'd4;
+
+    // valid line words (BROWS: column tiles below `tiles`; dot: the pass's B rows below M) and
+    // valid columns (bit 4j+c: column 4*(tile+j)+c < M)
+    function [3:0] words_valid;
+        input [15:0] t;
+        input [2:0]  g;
+        integer j;
+        reg [17:0] row;
+        begin
+            for (j = 0; j < 4; j = j + 1) begin
+                row = {t, 2'b00} + j[17:0];
+                words_valid[j] = brows ? ((j < g) && ((t + j[15:0]) < tiles)) : (row < {2'b00, mt});
+            end
+        end
+    endfunction
+    function [15:0] cols_valid;
+        input [15:0] t;
+        integer j, c;
+        reg [17:0] col;
+        begin
+            for (j = 0; j < 4; j = j + 1) begin
+                for (c = 0; c < 4; c = c + 1) begin
+                    col = {t + j[15:0], 2'b00} + c[17:0];
+                    cols_valid[4*j+c] = col < {2'b00, mt};
+                end
+            end
+        end
+    endfunction
+    reg [3:0]  pass_words;
+    reg [15:0] pass_cols;
+
+    // the read of this cycle
+    wire [1:0]  dot_row  = cnt[1:0];
+    wire [10:0] dot_off  = (dot_row == 2'd0) ? 11'd0 : (dot_row == 2'd1) ? {2'd0, kw} :
+                           (dot_row == 2'd2) ? kw2 : kw3;
+    wire [11:0] b_addr   = brows ? (b_ptr + tile[11:0]) : (b_ptr + dot_off + {3'd0, cnt[10:2]});
+    assign rd_mask = (phase == P_AREAD) ? 4'b0001 :
+                     in_b ? (brows ? pass_words : {3'd0, pass_words[dot_row]}) :
+                     in_bias ? pass_cols[3:0] : 4'd0;
+    assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : (qbias_r + {tile[9:0], 2'b00});
+
+    // enter the first step of batch tile `left` rows from now
+    task begin_pass;
+        input [15:0] t;
+        input [2:0]  g;
+        begin
+            tile <= t;
+            pass_words <= words_valid(t, g);
+            pass_cols <= cols_valid(t);
+        end
+    endtask
+
+    always @(posedge clk) begin
+        if (rst) begin
+            phase <= P_IDLE;
             fl <= 4'd0;
-            rt <= 16'd0;
+            r_all <= 16'd0;
             kl <= 16'd0;
             mt <= 16'd0;
-            kw <= 16'd0;
-            mw <= 16'd0;
-            qbase <= 12'd0;
             qa_r <= 16'd0;
+            b_r <= 12'd0;
+            qbias_r <= 12'd0;
             qs_r <= 6'd0;
-            b_base_r <= 16'd0;
-            r0 <= 16'd0;
-            step <= 16'd0;
-            cc <= 16'd0;
-            la_i <= 16'd0;
-            la_w <= 16'd0;
-            lj <= 16'd0;
-            lw <= 16'd0;
-            a_ptr <= 16'd0;
-            b_ptr <= 16'd0;
-            bk_ptr <= 16'd0;
-            o_tile <= 16'd0;
-            o_ptr <= 16'd0;
-            wi <= 16'd0;
-            wj <= 16'd0;
-            bias_l <= {N*32{1'b0}};
-            bias_c <= {N*32{1'b0}};
-            obuf <= {N*N*32{1'b0}};
+            kw <= 9'd0;
+            kw2 <= 11'd0;
+            kw3 <= 11'd0;
+            tiles <= 16'd0;
+            r_left <= 16'd0;
+            t_out <= 12'd0;
+            t_rt <= 3'd0;
+            t_g <= 3'd0;
+            t_w <= 5'd0;
+            cnt <= 11'd0;
+            a_row <= 3'd0;
+            a_word <= 9'd0;
+            a_ptr <= 12'd0;
+            tile <= 16'd0;
+            b_ptr <= 12'd0;
+            tile_start <= 1'b0;
+            pass_words <= 4'd0;
+            pass_cols <= 16'd0;
         end else begin
-            case (state)
-                S_IDLE: if (start) begin
+            case (phase)
+                P_IDLE: if (start) begin
                     fl <= flags;
-                    rt <= r_total;
+                    r_all <= r_total;
                     kl <= k_len;
                     mt <= m_total;
-                    kw <= (k_len + 16'd3) >> 2;
-                    mw <= (m_total + 16'd3) >> 2;
-                    qbase <= qbias;
                     qa_r <= qa;
                     qs_r <= qs;
-                    b_base_r <= b_base;
-                    r0 <= 16'd0;
-                    la_i <= 16'd0;
-                    la_w <= 16'd0;
+                    t_out <= out_base;
+                    b_r <= b_base;
+                    qbias_r <= qbias;
                     a_ptr <= a_base;
-                    o_tile <= out_base;
-                    state <= S_LA;
+                    kw <= k_len[10:2] + {8'd0, k_len[1] | k_len[0]};
+                    tiles <= {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]};
+                    r_left <= r_total;
+                    phase <= P_SETUP;
                 end
-                S_LA: begin
-                    a_ptr <= a_ptr + 16'd1;
-                    if (la_w == kw - 16'd1) begin
-                        la_w <= 16'd0;
-                        la_i <= la_i + 16'd1;
-                        if (la_i == rows - 16'd1) begin
-                            la_i <= 16'd0;
-                            state <= S_PIPE;
-                            step <= 16'd0;
-                            cc <= 16'd0;
-                            lj <= 16'd0;
-                            lw <= 16'd0;
-                            wi <= 16'd0;
-                            wj <= 16'd0;
-                            b_ptr <= b_base_r;
-                            bk_ptr <= b_base_r;
-                        end
+                P_SETUP: begin  // cycle 1: the first batch tile
+                    kw2 <= {1'b0, kw, 1'b0};
+                    kw3 <= {1'b0, kw, 1'b0} + {2'd0, kw};
+                    t_rt <= rows_of(r_all);
+                    t_g <= groups_of(rows_of(r_all));
+                    t_w <= slots_of(rows_of(r_all), groups_of(rows_of(r_all)));
+                    a_row <= 3'd0;
+                    a_word <= 9'd0;
+                    phase <= P_AREAD;
+                end
+                P_APAD: begin
+                    cnt <= cnt - 11'd1;
+                    if (cnt == 11'd1) phase <= P_AREAD;
+                end
+                P_AREAD: begin
+                    a_ptr <= a_ptr + 12'd1;
+                    if (a_word == kw - 9'd1) begin
+                        a_word <= 9'd0;
+                        a_row <= a_row + 3'd1;
                     end else begin
-                        la_w <= la_w + 16'd1;
+                        a_word <= a_word + 9'd1;
                     end
+                    if (a_last) phase <= P_ATURN;
                 end
-                S_PIPE: begin
-                    // load stage
-                    if (in_lb) begin
-                        b_ptr <= b_ptr + 16'd1;
-                        bk_ptr <= bk_ptr + mw;
-                        if (lw == kw - 16'd1) begin
-                            lw <= 16'd0;
-                            lj <= lj + 16'd1;
+                P_ATURN: begin  // the tile's first pass comes next
+                    b_ptr <= b_r;
+                    begin_pass(16'd0, t_g);
+                    tile_start <= 1'b1;
+                    cnt <= 11'd0;
+                    phase <= P_BREAD;
+                end
+                P_BPAD: begin
+                    cnt <= cnt - 11'd1;
+                    if (cnt == 11'd1) phase <= P_BREAD;  // cnt reaches 0, the first read index
+                end
+                P_BREAD: begin
+                    cnt <= cnt + 11'd1;
+                    if (brows && in_b) b_ptr <= b_ptr + tiles[11:0];
+                    if (last_b) tile_start <= 1'b0;
+                    if (pass_end) begin
+                        if (more_passes) begin
+                            begin_pass(next_tile, t_g);
+                            b_ptr <= brows ? b_r : (b_ptr + {kw, 2'b00});
+                            cnt <= (t_pass_pad != 6'd0) ? {5'd0, t_pass_pad} : 11'd0;
+                            phase <= (t_pass_pad != 6'd0) ? P_BPAD : P_BREAD;
+                        end else if (more_tiles) begin
+                            r_left <= left_after;
+                            t_rt <= n_rt;
+                            t_g <= groups_of(n_rt);
+                            t_w <= slots_of(n_rt, groups_of(n_rt));
+                            t_out <= t_out + (out8 ? {tiles[9:0], 2'b00} : {mt[9:0], 2'b00});
+                            a_row <= 3'd0;
+                            a_word <= 9'd0;
+                            cnt <= {5'd0, n_aload_pad};
+                            phase <= (n_aload_pad != 6'd0) ? P_APAD : P_AREAD;
                         end else begin
-                            lw <= lw + 16'd1;
-                        end
-                    end
-                    if (in_bias) bias_l[bias_j*32 +: 32] <= rd_data;
-                    // write stage
-                    if (we) begin
-                        if (out8) begin
-                            o_ptr <= o_ptr + mw;
-                        end else if (wj == w_cols - 16'd1) begin
-                            wj <= 16'd0;
-                            wi <= wi + 16'd1;
-                            o_ptr <= o_ptr + mt;
-                        end else begin
-                            wj <= wj + 16'd1;
-                        end
-                    end
-                    cc <= cc + 16'd1;
-                    if (step_end) begin
-                        cc <= 16'd0;
-                        lj <= 16'd0;
-                        lw <= 16'd0;
-                        wi <= 16'd0;
-                        wj <= 16'd0;
-                        bk_ptr <= b_base_r + next_step;
-                        o_ptr <= o_tile + (out8 ? (next_step - 16'd2) : next_w_c0);
-                        if (c_act) begin
-                            for (pe = 0; pe < N * N; pe = pe + 1)
-                                obuf[pe*32 +: 32] <= finish(acc[pe*32 +: 32], bias_c[(pe % N)*32 +: 32]);
-                        end
-                        bias_c <= bias_l_next;  // includes a bias word read in this last cycle
-                        step <= next_step;
-                        if (last_step) begin
-                            if (last_bt) begin
-                                state <= S_IDLE;
-                            end else begin
-                                r0 <= r0 + 16'd4;
-                                o_tile <= o_tile + (out8 ? {mw[13:0], 2'b00} : {mt[13:0], 2'b00});
-                                state <= S_LA;
-                            end
+                            phase <= P_DRAIN;
                         end
                     end
                 end
-                default: state <= S_IDLE;
+                P_DRAIN: if (done) phase <= P_IDLE;
+                default: phase <= P_IDLE;
             endcase
         end
     end
+
+    // ------------------------------------------------ the tag of each read, two cycles down
+    // Stage 1 (the cycle after a read) reads rowmem for a B read's reduction step; stage 2 (the
+    // read's data is here) writes rowmem for an A read and fills the array's edge registers.
+    localparam [1:0] T_NONE = 2'd0, T_A = 2'd1, T_B = 2'd2, T_BIAS = 2'd3;
+    reg [1:0]  tg1_kind, tg2_kind;
+    reg [1:0]  tg1_arow, tg2_arow;
+    reg [7:0]  tg1_aword, tg2_aword;
+    reg [9:0]  tg1_k, tg2_k;          // reduction step (dot: the read index q)
+    reg        tg1_first, tg2_first, tg1_last, tg2_last, tg1_new, tg2_new;
+    reg [3:0]  tg1_words, tg2_words;
+    reg [15:0] tg1_cols, tg2_cols;
+    reg [2:0]  tg1_rt, tg2_rt;
+    always @(posedge clk) begin
+        if (rst) begin
+            tg1_kind <= T_NONE;
+            tg2_kind <= T_NONE;
+            tg1_arow <= 2'd0;
+            tg2_arow <= 2'd0;
+            tg1_aword <= 8'd0;
+            tg2_aword <= 8'd0;
+            tg1_k <= 10'd0;
+            tg2_k <= 10'd0;
+            tg1_first <= 1'b0;
+            tg2_first <= 1'b0;
+            tg1_last <= 1'b0;
+            tg2_last <= 1'b0;
+            tg1_new <= 1'b0;
+            tg2_new <= 1'b0;
+            tg1_words <= 4'd0;
+            tg2_words <= 4'd0;
+            tg1_cols <= 16'd0;
+            tg2_cols <= 16'd0;
+            tg1_rt <= 3'd0;
+            tg2_rt <= 3'd0;
+        end else begin
+            tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
+            tg1_arow <= a_row[1:0];
+            tg1_aword <= a_word[7:0];
+            tg1_k <= cnt[9:0];
+            tg1_first <= (cnt == 11'd0);
+            tg1_last <= last_b;
+            tg1_new <= tile_start && (cnt == 11'd0);
+            tg1_words <= pass_words;
+            tg1_cols <= pass_cols;
+            tg1_rt <= t_rt;
+            tg2_kind <= tg1_kind;
+            tg2_arow <= tg1_arow;
+            tg2_aword <= tg1_aword;
+            tg2_k <= tg1_k;
+            tg2_first <= tg1_first;
+            tg2_last <= tg1_last;
+            tg2_new <= tg1_new;
+            tg2_words <= tg1_words;
+            tg2_cols <= tg1_cols;
+            tg2_rt <= tg1_rt;
+        end
+    end
+
+    // rowmem: the batch tile's A rows, bank r = row r
+    wire [N*32-1:0] rm_data;
+    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K / 4), .AW(8), .BW(2)) u_rowmem (
+        .clk(clk),
+        .we(tg2_kind == T_A), .wbank(tg2_arow), .waddr(tg2_aword), .wdata(rd_data[31:0]),
+        .re(tg1_kind == T_B), .raddr(tg1_k[9:2]), .rdata(rm_data)
+    );
+
+    // ------------------------------------------------------------------- the array's edges
+    // A lanes (lane r = A row r): BROWS left edge of the rows that take row r, dot top edge of
+    // column r. Lane r is delayed r cycles.
+    wire       step_b   = (tg2_kind == T_B);
+    wire       k_in     = {6'd0, tg2_k} < kl;  // dot pads K to a multiple of 4
+    reg  [7:0] a_edge [0:N-1];
+    reg        af_edge, al_edge;
+    // B lanes (BROWS): word j of the line, column c; delayed c cycles
+    reg  [7:0] b_edge [0:N*N-1];
+    // dot: one shift register per array row with that row's current B word and its flags
+    reg  [31:0] sr [0:N-1];
+    reg  [3:0]  sr_first [0:N-1];
+    reg  [3:0]  sr_last [0:N-1];
+    wire [1:0]  dot_row2  = tg2_k[1:0];
+    wire [7:0]  dot_word2 = tg2_k[9:2];
+    integer l, j, c;
+    always @(posedge clk) begin
+        for (l = 0; l < N; l = l + 1) begin
+            a_edge[l] <= (step_b && tg2_rt > l[2:0] && k_in) ? rm_data[l*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+        end
+        af_edge <= !rst && step_b && tg2_first;
+        al_edge <= !rst && step_b && tg2_last;
+        for (j = 0; j < N; j = j + 1) begin
+            for (c = 0; c < N; c = c + 1) begin
+                b_edge[j*N+c] <= (step_b && brows && tg2_words[j] && tg2_cols[4*j+c])
+                                 ? rd_data[j*32 + c*8 +: 8] : 8'd0;
+            end
+        end
+        for (l = 0; l < N; l = l + 1) begin
+            if (step_b && !brows && dot_row2 == l[1:0]) begin
+                for (c = 0; c < 4; c = c + 1) begin
+                    sr[l][c*8 +: 8] <= (tg2_words[l] && ({6'd0, dot_word2, c[1:0]} < kl))
+                                       ? rd_data[c*8 +: 8] : 8'd0;
+                end
+                sr_first[l] <= (dot_word2 == 8'd0) ? 4'b0001 : 4'b0000;
+                sr_last[l] <= ({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000;
+            end else begin
+                sr[l] <= {8'd0, sr[l][31:8]};
+                sr_first[l] <= rst ? 4'd0 : {1'b0, sr_first[l][3:1]};
+                sr_last[l] <= rst ? 4'd0 : {1'b0, sr_last[l][3:1]};
+            end
+        end
+    end
+
+    // lane delays: lane i of a_del / b_del is i cycles behind its edge register
+    wire [7:0] a_del [0:N-1];
+    wire       af_del [0:N-1];
+    wire       al_del [0:N-1];
+    wire [7:0] b_del [0:N*N-1];
+    genvar gi, gj;
+    generate
+        for (gi = 0; gi < N; gi = gi + 1) begin : g_adel
+            if (gi == 0) begin : g_now
+                assign a_del[gi] = a_edge[gi];
+                assign af_del[gi] = af_edge;
+                assign al_del[gi] = al_edge;
+            end else begin : g_late
+                reg [7:0] a_sh [1:gi];
+                reg       f_sh [1:gi];
+                reg       l_sh [1:gi];
+                integer s;
+                always @(posedge clk) begin
+                    a_sh[1] <= a_edge[gi];
+                    f_sh[1] <= !rst && af_edge;
+                    l_sh[1] <= !rst && al_edge;
+                    for (s = 2; s <= gi; s = s + 1) begin
+                        a_sh[s] <= a_sh[s-1];
+                        f_sh[s] <= !rst && f_sh[s-1];
+                        l_sh[s] <= !rst && l_sh[s-1];
+                    end
+                end
+                assign a_del[gi] = a_sh[gi];
+                assign af_del[gi] = f_sh[gi];
+                assign al_del[gi] = l_sh[gi];
+            end
+        end
+        for (gj = 0; gj < N * N; gj = gj + 1) begin : g_bdel
+            localparam integer D = gj % N;
+            if (D == 0) begin : g_now
+                assign b_del[gj] = b_edge[gj];
+            end else begin : g_late
+                reg [7:0] b_sh [1:D];
+                integer s;
+                always @(posedge clk) begin
+                    b_sh[1] <= b_edge[gj];
+                    for (s = 2; s <= D; s = s + 1) b_sh[s] <= b_sh[s-1];
+                end
+                assign b_del[gj] = b_sh[D];
+            end
+        end
+    endgenerate
+
+    // the array's layout for the batch tile whose operands are arriving: array row i takes A row
+    // i mod rt and (BROWS) belongs to group i / rt, whose top row takes B from the line
+    reg [1:0]  lay_lane [0:N-1];
+    reg [1:0]  lay_group [0:N-1];
+    reg [N-1:0] lay_inj;
+    integer i;
+    always @(posedge clk) begin
+        if (rst) begin
+            for (i = 0; i < N; i = i + 1) begin
+                lay_lane[i] <= 2'd0;
+                lay_group[i] <= 2'd0;
+            end
+            lay_inj <= {N{1'b0}};
+        end else if (step_b && tg2_new) begin
+            for (i = 0; i < N; i = i + 1) begin
+                lay_lane[i] <= brows ? mod_rt(i[1:0], tg2_rt) : i[1:0];
+                lay_group[i] <= brows ? div_rt(i[1:0], tg2_rt) : 2'd0;
+                lay_inj[i] <= brows ? (mod_rt(i[1:0], tg2_rt) == 2'd0) : (i == 0);
+            end
+        end
+    end
+
+    wire [N*8-1:0]   a_left;
+    wire [N-1:0]     first_left, last_left;
+    wire [N*N*8-1:0] b_inj;
+    wire [N*N*32-1:0] res;
+    genvar gr, gc;
+    generate
+        for (gr = 0; gr < N; gr = gr + 1) begin : g_left
+            assign a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr[gr][7:0];
+            assign first_left[gr] = brows ? af_del[lay_lane[gr]] : sr_first[gr][0];
+            assign last_left[gr] = brows ? al_del[lay_lane[gr]] : sr_last[gr][0];
+            for (gc = 0; gc < N; gc = gc + 1) begin : g_top
+                assign b_inj[(gr*N+gc)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gc] :
+                                                 (gr == 0) ? a_del[gc] : 8'd0;
+            end
+        end
+    endgenerate
+
+    systolic #(.N(N)) u_array (
+        .clk(clk), .rst(rst), .a_left(a_left), .first_left(first_left), .last_left(last_left),
+        .b_inj(b_inj), .inj(lay_inj), .res(res)
+    );
+
+    // ------------------------------------------------------------------------- bias words
+    reg [31:0] bias_l [0:N-1];
+    always @(posedge clk) begin
+        if (tg2_kind == T_BIAS) begin
+            for (l = 0; l < N; l = l + 1) bias_l[l] <= rd_data[l*32 +: 32];
+        end
+    end
+
+    // ------------------------------------------------------------------------- the writer
+    // A pass's job (its tile's output base and layout, its column tile) waits in a small queue
+    // until READ_TO_RES cycles after its last B read. Passes are at least G >= N cycles apart, so
+    // at most ceil(READ_TO_RES / N) jobs wait at once.
+    localparam integer JOBS = 4;
+    reg [11:0] jq_out  [0:JOBS-1];
+    reg [2:0]  jq_rt   [0:JOBS-1];
+    reg [2:0]  jq_g    [0:JOBS-1];
+    reg [4:0]  jq_w    [0:JOBS-1];
+    reg [15:0] jq_tile [0:JOBS-1];
+    reg        jq_last [0:JOBS-1];
+    reg [1:0]  jq_wp, jq_rp;
+    reg [READ_TO_RES-1:0] jq_go;      // bit d: a pass ended d+1 cycles ago
+    wire       job_push = last_b;
+    wire       job_pop  = jq_go[READ_TO_RES-2];
+
+    reg        w_on;
+    reg [4:0]  w_slot;
+    reg [11:0] w_out;
+    reg [15:0] w_tile;
+    reg [2:0]  w_rt, w_g;
+    reg [4:0]  w_w;
+    reg        w_last;
+    always @(posedge clk) begin
+        if (rst) begin
+            jq_wp <= 2'd0;
+            jq_rp <= 2'd0;
+            jq_go <= {READ_TO_RES{1'b0}};
+            w_on <= 1'b0;
+            w_slot <= 5'd0;
+            w_out <= 12'd0;
+            w_tile <= 16'd0;
+            w_rt <= 3'd0;
+            w_g <= 3'd0;
+            w_w <= 5'd0;
+            w_last <= 1'b0;
+        end else begin
+            jq_go <= {jq_go[READ_TO_RES-2:0], job_push};
+            if (job_push) begin
+                jq_out[jq_wp] <= t_out;
+                jq_rt[jq_wp] <= t_rt;
+                jq_g[jq_wp] <= t_g;
+                jq_w[jq_wp] <= t_w;
+                jq_tile[jq_wp] <= tile;
+                jq_last[jq_wp] <= !more_passes && !more_tiles;
+                jq_wp <= jq_wp + 2'd1;
+            end
+            if (job_pop) begin
+                w_on <= 1'b1;
+                w_slot <= 5'd0;
+                w_out <= jq_out[jq_rp];
+                w_rt <= jq_rt[jq_rp];
+                w_g <= jq_g[jq_rp];
+                w_w <= jq_w[jq_rp];
+                w_tile <= jq_tile[jq_rp];
+                w_last <= jq_last[jq_rp];
+                jq_rp <= jq_rp + 2'd1;
+            end else if (w_on) begin
+                w_slot <= w_slot + 5'd1;
+                if (w_slot == w_w - 5'd1) w_on <= 1'b0;
+            end
+        end
+    end
+
+    // slot w_slot of the current job: which PEs, which output word, which lanes are real
+    function [1:0] mod_rt;
+        input [1:0] v;
+        input [2:0] rt;
+        begin
+            mod_rt = (rt == 3'd1) ? 2'd0 : (rt == 3'd2) ? {1'b0, v[0]} : (rt == 3'd3) ? ((v == 2'd3) ? 2'd0 : v) : v;
+        end
+    endfunction
+    function [1:0] div_rt;
+        input [1:0] v;
+        input [2:0] rt;
+        begin
+            div_rt = (rt == 3'd1) ? v : (rt == 3'd2) ? {1'b0, v[1]} : (rt == 3'd3) ? ((v == 2'd3) ? 2'd1 : 2'd0) : 2'd0;
+        end
+    endfunction
+
+    wire [1:0]  s_hi     = w_slot[3:2];            // int32: slot / 4
+    wire [1:0]  s_lo     = w_slot[1:0];            // int32: slot % 4
+    // the array row (BROWS) or column (dot) of an int8 slot; (row i, column c) of an int32 slot
+    wire [1:0]  pe_i     = out8 ? s_lo : (brows ? s_hi : s_lo);
+    wire [1:0]  pe_c     = out8 ? s_lo : (brows ? s_lo : s_hi);
+    // the A row and column tile of the slot
+    wire [1:0]  s_arow   = brows ? mod_rt(pe_i, w_rt) : pe_c;
+    wire [15:0] s_tile   = w_tile + (brows ? {14'd0, div_rt(pe_i, w_rt)} : 16'd0);
+    wire [4:0]  s_used   = brows ? ((w_g == 3'd4) ? {2'd0, w_rt} << 2 : (w_g == 3'd2) ? {2'd0, w_rt} << 1
+                                                                     : {2'd0, w_rt})
+                                 : {2'd0, w_rt};
+    wire        s_ok     = w_on && ({3'd0, brows ? pe_i : pe_c} < s_used) && (s_tile < tiles);
+    wire [11:0] row_step = out8 ? tiles[11:0] : mt[11:0];
+    wire [11:0] s_rowadr = w_out + (s_arow[1] ? {row_step[10:0], 1'b0} : 12'd0) + (s_arow[0] ? row_step : 12'd0);
+    // int32: the output column within the tile (bias word, lane) is c (BROWS) or i (dot)
+    wire [1:0]  s_col    = brows ? pe_c : pe_i;
+    wire [17:0] s_col32  = {s_tile, 2'b00} + {16'd0, s_col};
+    wire [11:0] s_addr   = s_rowadr + (out8 ? s_tile[11:0] : s_col32[11:0]);
+
+    function [31:0] finish;           // bias, then relu
+        input [31:0] raw;
+        input [31:0] b;
+        reg   [31:0] v;
+        begin
+            v = raw + (biasf ? b : 32'd0);
+            finish = (relu && v[31]) ? 32'd0 : v;
+        end
+    endfunction
+
+    reg [31:0] w1_val [0:N-1];
+    reg [3:0]  w1_lanes;
+    reg        w1_ok, w1_last;
+    reg [11:0] w1_addr;
+    integer q;
+    always @(posedge clk) begin
+        for (q = 0; q < N; q = q + 1) begin
+            if (out8) begin
+                // lane q: PE(slot, q) (BROWS) or PE(q, slot) (dot); its column 4*tile + q
+                w1_val[q] <= finish(brows ? res[{pe_i, q[1:0]}*32 +: 32] : res[{q[1:0], pe_c}*32 +: 32], bias_l[q]);
+                w1_lanes[q] <= ({s_tile, 2'b00} + q[17:0]) < {2'b00, mt};
+            end else begin
+                w1_val[q] <= (q == 0) ? finish(res[{pe_i, pe_c}*32 +: 32], bias_l[s_col]) : 32'd0;
+                w1_lanes[q] <= (q == 0) && (s_col32 < {2'b00, mt});
+            end
+        end
+        w1_ok <= !rst && s_ok && (out8 || (s_col32 < {2'b00, mt}));
+        w1_last <= !rst && w_on && w_last && (w_slot == w_w - 5'd1);
+        w1_addr <= s_addr;
+    end
+
+    // requantize the four lanes; the slot's address, lanes and int32 value keep pace
+    wire [7:0] y8 [0:N-1];
+    genvar gq;
+    generate
+        for (gq = 0; gq < N; gq = gq + 1) begin : g_rq
+            requant u_rq (.clk(clk), .acc(w1_val[gq]), .mult(qa_r), .shift(qs_r), .y(y8[gq]));
+        end
+    endgenerate
+    localparam integer RQ = WR_LAT - 1;  // requant's latency
+    reg [31:0] d_val  [1:RQ];
+    reg [3:0]  d_lanes [1:RQ];
+    reg [11:0] d_addr [1:RQ];
+    reg        d_ok [1:RQ];
+    reg        d_last [1:RQ];
+    integer s;
+    always @(posedge clk) begin
+        d_val[1] <= w1_val[0];
+        d_lanes[1] <= w1_lanes;
+        d_addr[1] <= w1_addr;
+        d_ok[1] <= !rst && w1_ok;
+        d_last[1] <= !rst && w1_last;
+        for (s = 2; s <= RQ; s = s + 1) begin
+            d_val[s] <= d_val[s-1];
+            d_lanes[s] <= d_lanes[s-1];
+            d_addr[s] <= d_addr[s-1];
+            d_ok[s] <= !rst && d_ok[s-1];
+            d_last[s] <= !rst && d_last[s-1];
+        end
+    end
+
+    wire [31:0] word8 = {d_lanes[RQ][3] ? y8[3] : 8'd0, d_lanes[RQ][2] ? y8[2] : 8'd0,
+                         d_lanes[RQ][1] ? y8[1] : 8'd0, d_lanes[RQ][0] ? y8[0] : 8'd0};
+    assign we    = d_ok[RQ];
+    assign waddr = d_addr[RQ];
+    assign wdata = out8 ? word8 : d_val[RQ];
+    assign done  = d_last[RQ];
 endmodule
 `default_nettype wire

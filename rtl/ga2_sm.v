@@ -1,15 +1,24 @@
 `timescale 1ns/1ps
 `default_nettype none
 // ga2_sm: integer softmax of one packed int8 row into probabilities (scale 1/128).
-//   m = max(x[0:n], sink)              pass 1, one word per cycle
-//   d(x) = min(255, ((m - x) * smul + 2^9) >> 10)   the difference in exponent-table steps of 1/16
-//                                      (smul = 2^14 * the input scale)
-//   S = sum LUT[d(x)] (+ LUT[d(sink)]) pass 2
-//   R = floor(2^31 / S)                one division, DIV_CYCLES + 1 cycles (divu)
-//   p = min(127, (LUT[d(x)] * R + 2^23) >> 24)    pass 3, written one word per cycle
+//   m = max(x[0:n], sink)                               pass 1
+//   d(x) = min(255, ((m - x) * smul + 2^9) >> 10)       the difference in table steps of 1/16
+//                                                       (smul = 2^14 * the input scale)
+//   S = sum E[d(x)] (+ E[d(sink)])                      pass 2, E = exp_lut
+//   R = floor(2^31 / S)                                 one division (divu)
+//   p = min(127, (E[d(x)] * R + 2^23) >> 24)            pass 3, written one word per cycle
 // One reciprocal per row instead of one division per element. With the sink flag an extra logit
 // takes part in the max and the sum but gets no output. Lanes past n are written as zero.
-// Timing: 3 * ceil(n/4) + DIV_CYCLES + 1 cycles; done is high in the last.
+// S >= E[0] = 2^15 (the maximum's own term), so R <= 2^16: 17 bits of the quotient are enough.
+//
+// Timing: the start cycle is 0, cycle 1 sets up, then each pass reads one word per cycle on the
+// scratchpad's p0 port, its data two cycles later:
+//   pass 1 reads in cycles 2 .. nw+1 (nw = ceil(n/4)); the max is final when pass 2's data arrives
+//   pass 2 reads in cycles nw+2 .. 2nw+1, then one slot for the sink (a zero term without it);
+//     per slot: difference times smul, shift and clamp, table read, lane sum, running sum
+//   the division starts when the sum is final and pass 3 starts the cycle after divu says done;
+//   pass 3 writes each word five cycles after its data arrives.
+// `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 17.
 module ga2_sm (
     input  wire        clk,
     input  wire        rst,
@@ -20,90 +29,38 @@ module ga2_sm (
     input  wire [15:0] n,
     input  wire [11:0] src,
     input  wire [11:0] dst,
+    output wire        re,
     output wire [11:0] rd_addr,
     input  wire [31:0] rd_data,
-    output wire        we,
-    output wire [11:0] waddr,
-    output wire [31:0] wdata,
-    output wire        done
+    output reg         we,
+    output reg  [11:0] waddr,
+    output reg  [31:0] wdata,
+    output reg         done
 );
     `include "ga2_defs.vh"
 
-    // (diff * smul + 2^9) >> 10, clamped to the table's last entry
-    function [7:0] table_step;
-        input [7:0]  diff;
-        input [15:0] scale;
-        reg   [23:0] prod;
-        reg   [23:0] steps;
-        begin
-            prod = {16'd0, diff} * {8'd0, scale} + (24'd1 << (GA2_SM_SCALE_SHIFT - 1));
-            steps = prod >> GA2_SM_SCALE_SHIFT;
-            table_step = (steps > 24'd255) ? 8'd255 : steps[7:0];
-        end
-    endfunction
-
-    localparam [2:0] S_IDLE = 3'd0, S_MAX = 3'd1, S_SUM = 3'd2, S_DIV = 3'd3, S_NORM = 3'd4;
-
+    localparam [2:0] S_IDLE = 3'd0, S_SETUP = 3'd1, S_MAX = 3'd2, S_SUM = 3'd3, S_SINK = 3'd4,
+                     S_DIV = 3'd5, S_NORM = 3'd6, S_END = 3'd7;
     reg [2:0]  state;
-    reg [15:0] len, nw, w, dc;
+    reg [15:0] len, nw, w;
     reg [11:0] ps, pd;
     reg        has_sink;
     reg [7:0]  sink_r, m;
     reg [15:0] smul_r;
     reg [31:0] sum;
+    reg        div_go, div_wait;
 
+    wire last_w = (w == nw - 16'd1);
+    assign re      = (state == S_MAX) || (state == S_SUM) || (state == S_NORM);
     assign rd_addr = ps + w[11:0];
 
-    wire [7:0]  e_d   [0:3];
-    wire [4*16-1:0] e_val;  // the four lanes' table values
-    wire [3:0]  valid;
-    wire [7:0]  p [0:3];
-    wire [31:0] recip;
-    wire [15:0] first = {w[13:0], 2'b00};  // element index of lane 0 in this word
-
-    genvar l;
-    generate
-        for (l = 0; l < 4; l = l + 1) begin : g_lane
-            localparam [15:0] LANE = l;
-            assign valid[l] = (first + LANE) < len;
-            wire [7:0] diff = m - rd_data[l*8 +: 8];
-            assign e_d[l] = table_step(diff, smul_r);
-            exp_lut u_exp (.d(e_d[l]), .e(e_val[l*16 +: 16]));
-            wire [47:0] scaled  = {32'd0, e_val[l*16 +: 16]} * {16'd0, recip};
-            wire [47:0] prob    = (scaled + (48'd1 << (GA2_SM_OUT_SHIFT - 1))) >> GA2_SM_OUT_SHIFT;
-            assign p[l] = !valid[l] ? 8'd0 : (prob > {16'd0, GA2_SM_OUT_MAX}) ? GA2_SM_OUT_MAX[7:0] : prob[7:0];
-        end
-    endgenerate
-
-    // this word's contribution to the max and to the sum
-    reg [7:0]  word_max;
-    reg [31:0] word_sum;
-    integer q;
-    always @(*) begin
-        word_max = m;
-        word_sum = sum;
-        for (q = 0; q < 4; q = q + 1) begin
-            if (valid[q] && $signed(rd_data[q*8 +: 8]) > $signed(word_max)) word_max = rd_data[q*8 +: 8];
-            if (valid[q]) word_sum = word_sum + {16'd0, e_val[q*16 +: 16]};
-        end
-    end
-
-    wire [15:0] e_sink;
-    wire [7:0]  sink_d = table_step(m - sink_r, smul_r);
-    exp_lut u_exp_sink (.d(sink_d), .e(e_sink));
-    wire [31:0] total = sum + (has_sink ? {16'd0, e_sink} : 32'd0);
-
-    /* verilator lint_off PINCONNECTEMPTY */
-    divu u_div (
-        .clk(clk), .rst(rst), .start(state == S_DIV && dc == 16'd0),
-        .dividend(32'd1 << GA2_SM_RECIP_BITS), .divisor(total), .quotient(recip), .remainder(), .done()
-    );
-    /* verilator lint_on PINCONNECTEMPTY */
-
-    assign we    = (state == S_NORM);
-    assign waddr = pd + w[11:0];
-    assign wdata = {p[3], p[2], p[1], p[0]};
-    assign done  = (state == S_NORM) && (w == nw - 16'd1);
+    // the slot's tag: 1 = pass 1, 2 = pass 2, 3 = the sink slot, 4 = pass 3
+    localparam [2:0] K_NONE = 3'd0, K_MAX = 3'd1, K_SUM = 3'd2, K_SINK = 3'd3, K_NORM = 3'd4;
+    wire [2:0] k_now = (state == S_MAX) ? K_MAX : (state == S_SUM) ? K_SUM : (state == S_SINK) ? K_SINK :
+                       (state == S_NORM) ? K_NORM : K_NONE;
+    reg  [2:0]  k1, k2;
+    reg  [13:0] w1, w2;
+    reg         l1, l2;                 // the pass's last word
 
     always @(posedge clk) begin
         if (rst) begin
@@ -113,56 +70,200 @@ module ga2_sm (
             w <= 16'd0;
             ps <= 12'd0;
             pd <= 12'd0;
-            dc <= 16'd0;
             has_sink <= 1'b0;
             sink_r <= 8'd0;
             smul_r <= 16'd0;
-            m <= 8'd0;
-            sum <= 32'd0;
+            div_go <= 1'b0;
+            div_wait <= 1'b0;
+            k1 <= K_NONE;
+            k2 <= K_NONE;
+            w1 <= 14'd0;
+            w2 <= 14'd0;
+            l1 <= 1'b0;
+            l2 <= 1'b0;
         end else begin
+            k1 <= k_now;
+            w1 <= w[13:0];
+            l1 <= last_w;
+            k2 <= k1;
+            w2 <= w1;
+            l2 <= l1;
+            div_go <= 1'b0;
             case (state)
                 S_IDLE: if (start) begin
                     len <= n;
-                    nw <= (n + 16'd3) >> 2;
-                    w <= 16'd0;
+                    nw <= {2'd0, n[15:2]} + {15'd0, n[1] | n[0]};
                     ps <= src;
                     pd <= dst;
                     has_sink <= sink_en;
                     sink_r <= sink;
                     smul_r <= smul;
-                    m <= sink_en ? sink : 8'h80;
+                    state <= S_SETUP;
+                end
+                S_SETUP: begin
+                    w <= 16'd0;
                     state <= S_MAX;
                 end
                 S_MAX: begin
-                    m <= word_max;
-                    if (w == nw - 16'd1) begin
-                        w <= 16'd0;
-                        sum <= 32'd0;
-                        state <= S_SUM;
-                    end else begin
-                        w <= w + 16'd1;
-                    end
+                    w <= last_w ? 16'd0 : w + 16'd1;
+                    if (last_w) state <= S_SUM;
                 end
                 S_SUM: begin
-                    sum <= word_sum;
-                    if (w == nw - 16'd1) begin
-                        w <= 16'd0;
-                        dc <= 16'd0;
-                        state <= S_DIV;
-                    end else begin
-                        w <= w + 16'd1;
+                    w <= last_w ? 16'd0 : w + 16'd1;
+                    if (last_w) state <= S_SINK;
+                end
+                S_SINK: state <= S_DIV;
+                S_DIV: begin  // wait for the sum, divide, wait for the quotient
+                    if (sum_final) begin
+                        div_go <= 1'b1;
+                        div_wait <= 1'b1;
+                    end else if (div_wait && div_done && !div_go) begin  // divu's done is stale in its start cycle
+                        div_wait <= 1'b0;
+                        state <= S_NORM;
                     end
                 end
-                S_DIV: begin
-                    dc <= dc + 16'd1;
-                    if (dc == GA2_DIV_CYCLES[15:0]) state <= S_NORM;
-                end
                 S_NORM: begin
-                    if (w == nw - 16'd1) state <= S_IDLE;
-                    else w <= w + 16'd1;
+                    w <= last_w ? 16'd0 : w + 16'd1;
+                    if (last_w) state <= S_END;
                 end
+                S_END: if (done) state <= S_IDLE;
                 default: state <= S_IDLE;
             endcase
+        end
+    end
+
+    // ------------------------------------------------------------------- the lanes' pipeline
+    // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink.
+    wire [15:0] first = {w2, 2'b00};
+    reg  [7:0]  x [0:3];
+    reg  [7:0]  diff [0:3];             // m - x: in 0..255 for every lane below n (m is their max)
+    reg  [3:0]  ok;
+    integer l;
+    always @(*) begin
+        for (l = 0; l < 4; l = l + 1) begin
+            x[l] = (k2 == K_SINK) ? sink_r : rd_data[l*8 +: 8];
+            diff[l] = m - x[l];
+            ok[l] = (k2 == K_SINK) ? (l == 0 && has_sink) : ((first + l[15:0]) < len);
+        end
+    end
+
+    // pass 1: the running maximum
+    reg [7:0] word_max;
+    always @(*) begin
+        word_max = m;
+        for (l = 0; l < 4; l = l + 1) begin
+            if (ok[l] && $signed(x[l]) > $signed(word_max)) word_max = x[l];
+        end
+    end
+    always @(posedge clk) begin
+        if (rst) m <= 8'd0;
+        else if (start) m <= sink_en ? sink : 8'h80;
+        else if (k2 == K_MAX) m <= word_max;
+    end
+
+    // passes 2 and 3: table index, table value
+    reg  [23:0] s1_prod [0:3];
+    reg  [7:0]  s2_d [0:3];
+    wire [15:0] e [0:3];
+    reg  [2:0]  s1_k, s2_k, s3_k, s4_k;
+    reg  [3:0]  s1_ok, s2_ok, s3_ok, s4_ok;
+    reg  [11:0] s1_a, s2_a, s3_a, s4_a;
+    reg         s1_l, s2_l, s3_l, s4_l;
+    reg  [24:0] steps [0:3];
+    always @(*) begin
+        for (l = 0; l < 4; l = l + 1) begin
+            steps[l] = {1'b0, s1_prod[l]} + (25'd1 << (GA2_SM_SCALE_SHIFT - 1));
+        end
+    end
+    genvar gl;
+    generate
+        for (gl = 0; gl < 4; gl = gl + 1) begin : g_lut
+            exp_lut u_exp (.clk(clk), .d(s2_d[gl]), .e(e[gl]));
+        end
+    endgenerate
+
+    // pass 2: the sum; pass 3: the probabilities
+    /* verilator lint_off UNUSEDSIGNAL */
+    reg  [31:0] s4_p [0:3];             // E*R; bits 22:0 only round away
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [16:0] recip;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [31:0] quotient;  // S >= 2^15 (see the header): the quotient is below 2^17
+    /* verilator lint_on UNUSEDSIGNAL */
+    assign recip = quotient[16:0];
+    always @(posedge clk) begin
+        for (l = 0; l < 4; l = l + 1) begin
+            s1_prod[l] <= {16'd0, diff[l]} * {8'd0, smul_r};
+            s2_d[l] <= (steps[l][24:GA2_SM_SCALE_SHIFT] > 15'd255) ? 8'd255 : steps[l][GA2_SM_SCALE_SHIFT +: 8];
+            s4_p[l] <= {16'd0, e[l]} * {15'd0, recip};
+        end
+        s1_ok <= ok;
+        s2_ok <= s1_ok;
+        s3_ok <= s2_ok;
+        s4_ok <= s3_ok;
+        s1_a <= pd + w2[11:0];
+        s2_a <= s1_a;
+        s3_a <= s2_a;
+        s4_a <= s3_a;
+    end
+    always @(posedge clk) begin
+        if (rst) begin
+            s1_k <= K_NONE;
+            s2_k <= K_NONE;
+            s3_k <= K_NONE;
+            s4_k <= K_NONE;
+            s1_l <= 1'b0;
+            s2_l <= 1'b0;
+            s3_l <= 1'b0;
+            s4_l <= 1'b0;
+            sum <= 32'd0;
+        end else begin
+            s1_k <= k2;
+            s2_k <= s1_k;
+            s3_k <= s2_k;
+            s4_k <= s3_k;
+            s1_l <= l2;
+            s2_l <= s1_l;
+            s3_l <= s2_l;
+            s4_l <= s3_l;
+            if (start) sum <= 32'd0;
+            else if (s3_k == K_SUM || s3_k == K_SINK) begin
+                sum <= sum + (s3_ok[0] ? {16'd0, e[0]} : 32'd0) + (s3_ok[1] ? {16'd0, e[1]} : 32'd0)
+                           + (s3_ok[2] ? {16'd0, e[2]} : 32'd0) + (s3_ok[3] ? {16'd0, e[3]} : 32'd0);
+            end
+        end
+    end
+    wire sum_final = (s4_k == K_SINK);  // the sink slot's term went into `sum` last cycle
+
+    /* verilator lint_off PINCONNECTEMPTY */
+    wire div_done;
+    divu u_div (
+        .clk(clk), .rst(rst), .start(div_go), .dividend(32'd1 << GA2_SM_RECIP_BITS), .divisor(sum),
+        .quotient(quotient), .remainder(), .done(div_done)
+    );
+    /* verilator lint_on PINCONNECTEMPTY */
+
+    // the written word: p = min(127, (E * R + 2^23) >> 24), zero past n
+    // (E*R + 2^23) >> 24 is E*R's bits 31:24 plus its bit 23 (E*R <= 2^31)
+    reg [7:0] p [0:3];
+    reg [8:0] rounded;
+    always @(*) begin
+        for (l = 0; l < 4; l = l + 1) begin
+            rounded = {1'b0, s4_p[l][31:GA2_SM_OUT_SHIFT]} + {8'd0, s4_p[l][GA2_SM_OUT_SHIFT - 1]};
+            p[l] = !s4_ok[l] ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
+        end
+    end
+    always @(posedge clk) begin
+        if (rst) begin
+            we <= 1'b0;
+            done <= 1'b0;
+            waddr <= 12'd0;
+            wdata <= 32'd0;
+        end else begin
+            we <= (s4_k == K_NORM);
+            done <= (s4_k == K_NORM) && s4_l;
+            waddr <= s4_a;
+            wdata <= {p[3], p[2], p[1], p[0]};
         end
     end
 endmodule

@@ -1,43 +1,32 @@
 `timescale 1ns/1ps
 `default_nettype none
-// rowmem: NB byte buffers of DEPTH int8 elements each, the operand rows of the matmul engine.
-// One word write per cycle, in one of two shapes:
-//   scatter = 0: the word's four lanes go to buffer `sel`, elements 4*idx .. 4*idx+3 (a packed row)
-//   scatter = 1: lane l goes to buffer l, element idx (one row of a K x M matrix, i.e. a transpose)
-// Every buffer has its own asynchronous read port (rd_idx lane q reads buffer q).
+// rowmem: the matmul engine's A buffer, NB banks (one per A row of a batch tile) of DEPTH 32-bit
+// words, each a ram_1r1w. The engine loads a row's packed words into its bank one word per cycle
+// and then reads word k/4 of every bank in the same cycle for reduction step k.
+//   write: we in cycle t puts wdata in bank wbank, word waddr (readable from cycle t + 1)
+//   read:  re in cycle t gives word raddr of every bank in cycle t + 1 (bank b in bits 32b+31:32b)
 module rowmem #(
     parameter integer NB    = 4,
-    parameter integer DEPTH = 1024,
-    parameter integer IW    = 10
+    parameter integer DEPTH = 256,
+    parameter integer AW    = 8,
+    parameter integer BW    = 2   // bits of a bank index
 ) (
-    input  wire            clk,
-    input  wire            we,
-    input  wire            scatter,
-    input  wire [1:0]      sel,
-    input  wire [IW-1:0]   idx,
-    input  wire [31:0]     wdata,
-    input  wire [NB*IW-1:0] rd_idx,
-    output wire [NB*8-1:0] rd_data
+    input  wire             clk,
+    input  wire             we,
+    input  wire [BW-1:0]    wbank,
+    input  wire [AW-1:0]    waddr,
+    input  wire [31:0]      wdata,
+    input  wire             re,
+    input  wire [AW-1:0]    raddr,
+    output wire [NB*32-1:0] rdata
 );
-    reg [7:0] mem [0:NB*DEPTH-1];
-
-    // Element (buffer b, index e) lives at b*DEPTH + e.
-    wire [IW+1:0] row_base = {sel, idx[IW-3:0], 2'b00};
-
-    integer l;
-    always @(posedge clk) begin
-        if (we) begin
-            for (l = 0; l < 4; l = l + 1) begin
-                if (scatter) mem[l*DEPTH + {{(32-IW){1'b0}}, idx}] <= wdata[l*8 +: 8];
-                else mem[{{(30-IW){1'b0}}, row_base} + l] <= wdata[l*8 +: 8];
-            end
-        end
-    end
-
-    genvar q;
+    genvar b;
     generate
-        for (q = 0; q < NB; q = q + 1) begin : g_read
-            assign rd_data[q*8 +: 8] = mem[q*DEPTH + {{(32-IW){1'b0}}, rd_idx[q*IW +: IW]}];
+        for (b = 0; b < NB; b = b + 1) begin : g_bank
+            ram_1r1w #(.WIDTH(32), .DEPTH(DEPTH), .AW(AW)) u_ram (
+                .clk(clk), .we(we && (wbank == b)), .waddr(waddr), .wdata(wdata),
+                .re(re), .raddr(raddr), .rdata(rdata[b*32 +: 32])
+            );
         end
     endgenerate
 endmodule

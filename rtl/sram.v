@@ -1,21 +1,34 @@
 `timescale 1ns/1ps
 `default_nettype none
-// sram: GA2's on-chip scratchpad of 32-bit words.
-// Three asynchronous read ports (two for the compute unit that is running, one for the DMA engine)
-// and two synchronous write ports (compute, DMA). Reads see the value before this cycle's writes.
-// Programs never let the compute unit and the DMA touch the same word while a transfer is in
-// flight (the machine model rejects such programs), so the two write ports never collide.
+// sram: GA2's scratchpad, WORDS 32-bit words in 16 one-read one-write banks (ram_1r1w).
+// Bank of a word address: lane = addr[1:0], group = addr[AW-1:AW-2]; its row is addr[AW-3:2].
+// Four consecutive words always lie in four different lanes, so a line of up to four words can be
+// read in one cycle from any address.
+//
+// Ports (every read returns its data in the second cycle after the request, GA2_SRAM_RD_LAT = 2):
+//   p0  line read: word j (j = 0..3) of p0_addr + j when p0_mask[j]; data word j in bits 32j+31:32j
+//   p1  one word (the vector unit's second operand)
+//   dr  one word (the DMA engine's STORE reads)
+//   wc  one write (the compute units)
+//   wd  one write (the DMA engine's LOAD writes)
+// Each bank serves one read and one write per cycle. Programs keep the users of a bank apart (the
+// machine model rejects a program where a DMA transfer and a compute instruction would use the
+// same port of the same bank while both run; the vector unit spaces its own two reads itself), so
+// the fixed priorities below (DMA first, then p0, then p1) only ever choose among reads nobody needs.
 module sram #(
     parameter integer WORDS = 4096,
     parameter integer AW    = 12
 ) (
     input  wire          clk,
-    input  wire [AW-1:0] ra_addr,
-    output wire [31:0]   ra_data,
-    input  wire [AW-1:0] rb_addr,
-    output wire [31:0]   rb_data,
-    input  wire [AW-1:0] rd_addr,
-    output wire [31:0]   rd_data,
+    input  wire [3:0]    p0_mask,
+    input  wire [AW-1:0] p0_addr,
+    output reg  [127:0]  p0_data,
+    input  wire          p1_en,
+    input  wire [AW-1:0] p1_addr,
+    output reg  [31:0]   p1_data,
+    input  wire          dr_en,
+    input  wire [AW-1:0] dr_addr,
+    output reg  [31:0]   dr_data,
     input  wire          wc_en,
     input  wire [AW-1:0] wc_addr,
     input  wire [31:0]   wc_data,
@@ -23,15 +36,66 @@ module sram #(
     input  wire [AW-1:0] wd_addr,
     input  wire [31:0]   wd_data
 );
-    reg [31:0] mem [0:WORDS-1];
+    localparam integer BANKS = 16;
+    localparam integer BW    = WORDS / BANKS;  // words per bank
+    localparam integer RW    = AW - 4;         // row address bits
 
-    assign ra_data = mem[ra_addr];
-    assign rb_data = mem[rb_addr];
-    assign rd_data = mem[rd_addr];
+    // bank and row of each request's address
+    wire [3:0]    p1_bank = {p1_addr[AW-1:AW-2], p1_addr[1:0]};
+    wire [3:0]    dr_bank = {dr_addr[AW-1:AW-2], dr_addr[1:0]};
+    wire [3:0]    wc_bank = {wc_addr[AW-1:AW-2], wc_addr[1:0]};
+    wire [3:0]    wd_bank = {wd_addr[AW-1:AW-2], wd_addr[1:0]};
+    wire [RW-1:0] p1_row  = p1_addr[AW-3:2];
+    wire [RW-1:0] dr_row  = dr_addr[AW-3:2];
+    wire [RW-1:0] wc_row  = wc_addr[AW-3:2];
+    wire [RW-1:0] wd_row  = wd_addr[AW-3:2];
 
+    // the four words of the p0 line
+    wire [3:0]    p0_bank [0:3];
+    wire [RW-1:0] p0_row  [0:3];
+    genvar j;
+    generate
+        for (j = 0; j < 4; j = j + 1) begin : g_line
+            wire [AW-1:0] word = p0_addr + j[AW-1:0];
+            assign p0_bank[j] = {word[AW-1:AW-2], word[1:0]};
+            assign p0_row[j]  = word[AW-3:2];
+        end
+    endgenerate
+
+    wire [BANKS*32-1:0] bank_rdata;
+    genvar b;
+    generate
+        for (b = 0; b < BANKS; b = b + 1) begin : g_bank
+            localparam [3:0] B = b;
+            // the p0 word that lands in this bank's lane, if any
+            wire [1:0]    j0     = B[1:0] - p0_addr[1:0];
+            wire          p0_hit = p0_mask[j0] && (p0_bank[j0] == B);
+            wire          p1_hit = p1_en && (p1_bank == B);
+            wire          dr_hit = dr_en && (dr_bank == B);
+            wire          wd_hit = wd_en && (wd_bank == B);
+            wire          wc_hit = wc_en && (wc_bank == B);
+            ram_1r1w #(.WIDTH(32), .DEPTH(BW), .AW(RW)) u_ram (
+                .clk(clk),
+                .we(wd_hit || wc_hit), .waddr(wd_hit ? wd_row : wc_row), .wdata(wd_hit ? wd_data : wc_data),
+                .re(dr_hit || p0_hit || p1_hit), .raddr(dr_hit ? dr_row : p0_hit ? p0_row[j0] : p1_row),
+                .rdata(bank_rdata[b*32 +: 32])
+            );
+        end
+    endgenerate
+
+    // which bank answers each read, one cycle later when the banks' data is out
+    reg [3:0] p0_sel [0:3];
+    reg [3:0] p1_sel, dr_sel;
+    integer k;
     always @(posedge clk) begin
-        if (wc_en) mem[wc_addr] <= wc_data;
-        if (wd_en) mem[wd_addr] <= wd_data;
+        for (k = 0; k < 4; k = k + 1) begin
+            p0_sel[k] <= p0_bank[k];
+            p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
+        end
+        p1_sel <= p1_bank;
+        dr_sel <= dr_bank;
+        p1_data <= bank_rdata[p1_sel*32 +: 32];
+        dr_data <= bank_rdata[dr_sel*32 +: 32];
     end
 endmodule
 `default_nettype wire

@@ -1,56 +1,83 @@
 `timescale 1ns/1ps
 `default_nettype none
 // systolic: an N x N output-stationary array of int8 MACs with int32 accumulators.
-// Row i of A enters at the left edge (a_left lane i) and moves one PE right per cycle; column j
-// of B enters at the top (b_top lane j) and moves one PE down per cycle. The driver skews the
-// inputs (A[i][k] at cycle k+i, B[k][j] at cycle k+j) so PE(i,j) sees A[i][k] and B[k][j] in the
-// same cycle k+i+j and accumulates C[i][j] = sum_k A[i][k]*B[k][j].
-// `clear` zeroes the accumulators and the pipeline registers; `en` advances the array one step.
-// After the last operands are fed in cycle K-1 (relative), results are complete 2N-2 cycles later.
+// The left operand of row i enters PE(i,0) on a_left lane i and moves one PE right per cycle,
+// carrying two flags: `first` (the first reduction step of a result) and `last` (its final step).
+// The top operand of column c enters at row 0 from b_inj (zero unless inj[0]) and moves one PE down
+// per cycle; a row with inj[i] set takes its top operands from b_inj row i instead of from the row
+// above, which splits the array into independent groups of rows (GA2 runs one column tile per
+// group when a matmul has fewer rows than the array).
+// The driver skews the operands so that PE(i,c) sees both operands of a reduction step in the same
+// cycle. Each PE pipelines: operands registered (and passed on), product registered, then
+//   acc = (first ? 0 : acc) + product;  with last, also res = that sum.
+// An operand pair on a PE's inputs in cycle x is in res from cycle x + 3 on, and res holds it until
+// the next `last` reaches the PE: results of one tile are read while the next tile streams in.
 module systolic #(
     parameter integer N = 4
 ) (
     input  wire              clk,
-    input  wire              clear,
-    input  wire              en,
+    input  wire              rst,
     input  wire [N*8-1:0]    a_left,
-    input  wire [N*8-1:0]    b_top,
-    output reg  [N*N*32-1:0] acc
+    input  wire [N-1:0]      first_left,
+    input  wire [N-1:0]      last_left,
+    input  wire [N*N*8-1:0]  b_inj,     // row i, column c at bits (i*N+c)*8
+    input  wire [N-1:0]      inj,
+    output wire [N*N*32-1:0] res        // PE(i,c) at bits (i*N+c)*32
 );
     // Each PE keeps its own registers (declared inside its generate block), so a simulator only
     // re-evaluates a PE when its own inputs change.
-    genvar i, j;
+    genvar i, c;
     generate
         for (i = 0; i < N; i = i + 1) begin : g_row
-            for (j = 0; j < N; j = j + 1) begin : g_col
-                reg  [7:0]  a_q;     // the A operand passed to the right neighbour
-                reg  [7:0]  b_q;     // the B operand passed down
-                reg  [31:0] acc_q;
+            for (c = 0; c < N; c = c + 1) begin : g_col
+                reg  [7:0]  a_q;     // the left operand, passed to the right neighbour
+                reg  [7:0]  b_q;     // the top operand, passed down
+                reg         f_q, l_q;
+                reg  signed [15:0] prod;
+                reg         f_p, l_p;
+                reg  [31:0] acc_q, res_q;
                 wire [7:0]  a_in;
                 wire [7:0]  b_in;
-                if (j == 0) begin : g_a_edge
+                wire        f_in, l_in;
+                if (c == 0) begin : g_a_edge
                     assign a_in = a_left[i*8 +: 8];
+                    assign f_in = first_left[i];
+                    assign l_in = last_left[i];
                 end else begin : g_a_inner
-                    assign a_in = g_row[i].g_col[j-1].a_q;
+                    assign a_in = g_row[i].g_col[c-1].a_q;
+                    assign f_in = g_row[i].g_col[c-1].f_q;
+                    assign l_in = g_row[i].g_col[c-1].l_q;
                 end
                 if (i == 0) begin : g_b_edge
-                    assign b_in = b_top[j*8 +: 8];
+                    assign b_in = inj[0] ? b_inj[c*8 +: 8] : 8'd0;
                 end else begin : g_b_inner
-                    assign b_in = g_row[i-1].g_col[j].b_q;
+                    assign b_in = inj[i] ? b_inj[(i*N+c)*8 +: 8] : g_row[i-1].g_col[c].b_q;
                 end
-                wire signed [15:0] prod = $signed(a_in) * $signed(b_in);
+                wire [31:0] sum = (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
                 always @(posedge clk) begin
-                    if (clear) begin
+                    if (rst) begin
                         a_q <= 8'd0;
                         b_q <= 8'd0;
+                        f_q <= 1'b0;
+                        l_q <= 1'b0;
+                        prod <= 16'sd0;
+                        f_p <= 1'b0;
+                        l_p <= 1'b0;
                         acc_q <= 32'd0;
-                    end else if (en) begin
+                        res_q <= 32'd0;
+                    end else begin
                         a_q <= a_in;
                         b_q <= b_in;
-                        acc_q <= acc_q + {{16{prod[15]}}, prod};
+                        f_q <= f_in;
+                        l_q <= l_in;
+                        prod <= $signed(a_q) * $signed(b_q);
+                        f_p <= f_q;
+                        l_p <= l_q;
+                        acc_q <= sum;
+                        if (l_p) res_q <= sum;
                     end
                 end
-                always @(*) acc[(i*N+j)*32 +: 32] = acc_q;
+                assign res[(i*N+c)*32 +: 32] = res_q;
             end
         end
     endgenerate

@@ -14,7 +14,11 @@
 // External memory starts as init followed by zeros; after HALT words 0..n_expect-1 must equal
 // expect and every later word must still be zero. Exactly one verdict line is printed:
 // PASS / FAIL (a malformed image, a program that does not halt) / MISMATCH (a word or a counter).
-// Plusargs: +PROG=<file> (default out/ga2_programs.hex). Defines: EXTW, DUMP, WATCHDOG, MAXWORDS,
+// Each program's code goes into GA2's instruction memory through its load port, followed by a
+// HALT (so the code never runs into what an earlier program left there); the scratchpad is not
+// cleared: a program only reads scratchpad words it wrote (the machine model enforces it).
+// Plusargs: +PROG=<file> (default out/ga2_programs.hex). Defines: EXTW, EXT_LATENCY (the external
+// memory's read latency, default 4 = model/capra/isa.py EXT_LATENCY), DUMP, WATCHDOG, MAXWORDS,
 // WAVES (writes out/ga2.vcd).
 module ga2_tb;
 `ifndef EXTW
@@ -26,12 +30,15 @@ module ga2_tb;
 `ifndef MAXWORDS
     `define MAXWORDS 524288
 `endif
+`ifndef EXT_LATENCY
+    `define EXT_LATENCY 4
+`endif
     localparam integer EXTW       = `EXTW;
     localparam integer WATCHDOG   = `WATCHDOG;
     localparam integer MAXWORDS   = `MAXWORDS;
+    localparam integer LATENCY    = `EXT_LATENCY;
     `include "ga2_defs.vh"
     localparam integer IMEM_WORDS = 4 * GA2_IMEM_INSTRS;
-    localparam integer SRAM_WORDS = GA2_SRAM_WORDS;
     localparam [31:0] REC_MAGIC  = 32'h5245_4321;  // "REC!"
 
     reg clk = 1'b0;
@@ -40,17 +47,22 @@ module ga2_tb;
 
     wire        halted, illegal;
     wire [31:0] c0, c1, c2, c3, c4;
-    wire [15:0] ext_addr;
-    wire [31:0] ext_rdata, ext_wdata;
-    wire        ext_we;
+    wire        req_valid, req_ready, req_we, rsp_valid;
+    wire [15:0] req_addr;
+    wire [31:0] req_wdata, rsp_rdata;
+    reg         imem_we = 1'b0;
+    reg  [11:0] imem_addr = 12'd0;
+    reg  [31:0] imem_wdata = 32'd0;
 
-    ga2 #(.IMEM_WORDS(IMEM_WORDS)) u_ga2 (
-        .clk(clk), .rst(rst), .imem_we(1'b0), .imem_addr(12'd0), .imem_wdata(32'd0), .halted(halted), .illegal(illegal),
-        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
-        .ext_addr(ext_addr), .ext_rdata(ext_rdata), .ext_we(ext_we), .ext_wdata(ext_wdata)
+    ga2 u_ga2 (
+        .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
+        .halted(halted), .illegal(illegal), .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
+        .ext_req_valid(req_valid), .ext_req_ready(req_ready), .ext_req_we(req_we), .ext_req_addr(req_addr),
+        .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
-    extmem_rw #(.EXTW(EXTW)) u_ext (
-        .clk(clk), .addr(ext_addr), .rdata(ext_rdata), .we(ext_we), .wdata(ext_wdata)
+    extmem_rw #(.EXTW(EXTW), .LATENCY(LATENCY)) u_ext (
+        .clk(clk), .rst(rst), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
+        .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
     );
 
 `ifdef WAVES
@@ -161,12 +173,18 @@ module ga2_tb;
                 end
             end
             if (bad == 0) begin
-                // load the program and the external memory, clear the scratchpad, reset
+                // under reset: the code and a HALT through the instruction memory's load port, the
+                // external memory directly
                 @(negedge clk);
                 rst = 1'b1;
-                for (i = 0; i < IMEM_WORDS; i = i + 1) u_ga2.imem[i] = (i < n_code) ? img[ptr+4+i] : 32'd0;
+                for (i = 0; i < n_code + 4 && i < IMEM_WORDS; i = i + 1) begin
+                    imem_we = 1'b1;
+                    imem_addr = i[11:0];
+                    imem_wdata = (i < n_code) ? img[ptr+4+i] : 32'd0;
+                    @(negedge clk);
+                end
+                imem_we = 1'b0;
                 for (i = 0; i < EXTW; i = i + 1) u_ext.mem[i] = (i < n_init) ? img[ptr+4+n_code+i] : 32'd0;
-                for (i = 0; i < SRAM_WORDS; i = i + 1) u_ga2.u_sram.mem[i] = 32'd0;
                 @(negedge clk);
                 @(negedge clk);
                 rst = 1'b0;

@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
+from capra import isa  # noqa: E402
 from capra.compiler import ext_limit  # noqa: E402
 from capra.machine import run_program  # noqa: E402
 
@@ -43,14 +44,18 @@ def ext_words() -> int:
     return ext_limit()
 
 
-def record(code: Sequence[int], ext: Sequence[int], extw: int | None = None) -> list[int]:
-    """One program's record: header, code, initial image, expected memory, counters, checksum."""
+def record(code: Sequence[int], ext: Sequence[int], extw: int | None = None,
+           ext_latency: int = isa.EXT_LATENCY) -> list[int]:
+    """One program's record: header, code, initial image, expected memory, counters, checksum.
+
+    The counters are those of an external memory with read latency `ext_latency`: replay the image
+    on a testbench built with the same EXT_LATENCY define."""
     extw = ext_words() if extw is None else extw
     code = [int(w) & MASK for w in code]
     init = [int(w) & MASK for w in ext]
     while init and init[-1] == 0:
         init.pop()
-    machine = run_program(code, init, extw)
+    machine = run_program(code, init, extw, ext_latency)
     final = [int(w) for w in machine.ext]
     n_exp = len(final)
     while n_exp and final[n_exp - 1] == 0:

@@ -2,7 +2,8 @@
 
 ``sim_icarus(files, top, defines=())`` and ``sim_verilator(...)`` return ``(rc, output)``.
 Files are paths relative to the repository root (or absolute). A compiled simulator is kept under
-``out/sim/`` keyed by a hash of every source's contents (the ``rtl/*.vh`` includes too), the top
+``out/sim/`` keyed by a hash of every source's contents (and of every ``rtl/*.v`` and ``rtl/*.vh``: modules
+and includes the simulators find in rtl/ by name), the top
 and the defines, so it is rebuilt only when one of them changes. Simulators run with the
 repository root as the working directory, so ``out/ga2_programs.hex`` resolves there.
 """
@@ -43,7 +44,7 @@ def _abs(files: Iterable[str]) -> list[Path]:
 
 def _build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]) -> str:
     h = hashlib.sha256(f"{kind}|{top}|{'|'.join(defines)}".encode())
-    for f in list(files) + sorted(INCLUDE_DIR.glob("*.vh")):
+    for f in list(files) + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
         h.update(str(f).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -62,7 +63,8 @@ def build_icarus(files: Iterable[str], top: str, defines: Sequence[str] = ()) ->
     if not out.exists():
         SIM_DIR.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
-        cmd = ["iverilog", "-g2005", "-Wall", "-Wno-timescale", "-I", str(INCLUDE_DIR), "-s", top, "-o", str(tmp)]
+        cmd = ["iverilog", "-g2005", "-Wall", "-Wno-timescale", "-I", str(INCLUDE_DIR), "-y", str(INCLUDE_DIR),
+               "-s", top, "-o", str(tmp)]
         cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
         rc, log = _run(cmd, None)
         if rc != 0:
@@ -80,7 +82,7 @@ def build_verilator(files: Iterable[str], top: str, defines: Sequence[str] = ())
     if not exe.exists():
         SIM_DIR.mkdir(parents=True, exist_ok=True)
         cmd = ["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
-               "-I" + str(INCLUDE_DIR), "--Mdir", str(obj), "-o", f"V{top}", "-j", "2"]
+               "-I" + str(INCLUDE_DIR), "-y", str(INCLUDE_DIR), "--Mdir", str(obj), "-o", f"V{top}", "-j", "2"]
         cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
         rc, log = _run(cmd, None)
         if rc != 0 or not exe.exists():
@@ -103,7 +105,7 @@ def sim_verilator(files: Iterable[str], top: str, defines: Sequence[str] = (),
 
 
 GA2_FILES = [
-    "rtl/sram.v", "rtl/dma.v", "rtl/systolic.v", "rtl/requant.v", "rtl/exp_lut.v", "rtl/divu.v",
-    "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v",
+    "rtl/ram_1r1w.v", "rtl/sram.v", "rtl/dma.v", "rtl/systolic.v", "rtl/requant.v", "rtl/exp_lut.v",
+    "rtl/divu.v", "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v",
     "tb/extmem_rw.v", "tb/ga2_tb.v",
 ]

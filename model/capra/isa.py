@@ -23,16 +23,25 @@ from dataclasses import dataclass
 N = 4  # the systolic array is N x N int8 MACs; N equals the int8 lanes of one word
 LANES = 4  # int8 values per 32-bit word
 SRAM_WORDS = 4096  # on-chip scratchpad, 32-bit words
+SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits) x LANES lanes (low bits)
+SRAM_BANKS = SRAM_GROUPS * LANES
+SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t returns its data in cycle t + 2
 IMEM_INSTRS = 1024  # instruction memory, in instructions (4 words each)
 WORDS_PER_INSTR = 4
 MAX_EXTW = 1 << 16  # ext addresses are 16-bit fields
-MM_MAX_K = 1024  # rowmem depth: the longest reduction a matmul can do
+MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduction a matmul can do
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
 # --- timing constants (cycles) -----------------------------------------------------------------
-DMA_SETUP = 2  # cycles a DMA transfer spends before its first word moves
-DMA_QUEUE = 2  # transfers the DMA engine holds: the one moving and one waiting behind it
+DMA_SETUP = 1  # cycles a DMA transfer spends taking its descriptor before its first request
+DMA_QUEUE = 4  # transfers issued and not yet finished (the queue's depth)
+DMA_PENDING = 32  # LOAD words requested and not yet answered: external latencies up to DMA_PENDING - 1
+EXT_LATENCY = 4  # external read latency of the default memory (cycles from request to response)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
+
+# the matmul engine's pipeline (rtl/ga2_mm.v)
+MM_READ_TO_RES = 3 + 3 + N - 1  # a pass's last B read -> its results are read from the array
+MM_WRITE_LAT = 6  # a result read from the array -> written to the scratchpad (bias, relu, requant)
 
 # --- softmax fixed-point scheme ---------------------------------------------------------------
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
@@ -159,47 +168,78 @@ def dma_cycles(rows: int, cols: int) -> int:
     return DMA_SETUP + rows * cols
 
 
-def mm_stage_cycles(k: int, rows: int, cols: int, out8: bool, bias: bool, brows: bool) -> tuple[int, int, int]:
-    """One column tile's three stages: load B (and the bias), compute on the array, write."""
-    load = (k if brows else cols * words_for(k)) + (cols if bias else 0)
-    compute = 1 + (k + rows + cols - 2) + 1  # clear, K operands plus the tile's skew, one to settle
-    write = rows if out8 else rows * cols
-    return load, compute, write
+def mm_geometry(r: int, flags: int) -> list[tuple[int, int, int, int]]:
+    """The batch tiles of an MM with R rows: (rows rt, groups g, writer slots W, spacing G) each.
+
+    rt = min(N, rows left); g = N // rt rounded down to a power of two for BROWS without BIAS, else
+    1 (g groups of rt array rows run g column tiles side by side); W = the writer's slots of a pass
+    (used array rows or columns U, times N for int32 output); G = W + N - 1, plus 2 with BIAS: the
+    cycles a pass must follow the one before it so its results (and bias) are read in time.
+    """
+    brows, bias, out8 = bool(flags & MM_BROWS), bool(flags & MM_BIAS), bool(flags & MM_OUT8)
+    tiles = []
+    for r0 in range(0, r, N):
+        rt = min(N, r - r0)
+        g = 1
+        if brows and not bias:
+            while 2 * g * rt <= N:
+                g *= 2
+        used = g * rt if brows else rt
+        w = used if out8 else used * N
+        tiles.append((rt, g, w, w + N - 1 + (2 if bias else 0)))
+    return tiles
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int) -> int:
-    """Execute cycles of MM (after the fetch cycle).
+    """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
-    Per batch tile of up to N rows: load its A rows (rows * ceil(K/4) cycles), then run the column
-    tiles through a three-stage pipeline in lock step. In step s the load stage works on tile s,
-    the array on tile s-1 and the writer on tile s-2; a step lasts as long as its longest stage,
-    and there are T + 2 steps for T column tiles.
+    One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
+    cycle for the last rowmem write; after the first tile at least G of the tile before), then its
+    passes: ceil(ceil(M/4) / g) of them, each R = (BROWS ? K : 4 * kw) reads plus
+    one bias read with BIAS, every pass after a tile's first taking max(R, G). The writer finishes
+    MM_READ_TO_RES + MM_WRITE_LAT + W - 1 cycles after the last pass's last B read.
     """
-    out8, bias, brows = bool(flags & MM_OUT8), bool(flags & MM_BIAS), bool(flags & MM_BROWS)
-    total = 0
-    for r0 in range(0, r, N):
-        rows = min(N, r - r0)
-        total += rows * words_for(k)
-        stages = [mm_stage_cycles(k, rows, min(N, m - c0), out8, bias, brows) for c0 in range(0, m, N)]
-        t = len(stages)
-        for s in range(t + 2):
-            active = []
-            if s < t:
-                active.append(stages[s][0])
-            if 1 <= s <= t:
-                active.append(stages[s - 1][1])
-            if s >= 2:
-                active.append(stages[s - 2][2])
-            total += max(active)
-    return total
+    brows, bias = bool(flags & MM_BROWS), bool(flags & MM_BIAS)
+    kw, tiles = words_for(k), words_for(m)
+    reads = (k if brows else LANES * kw) + (1 if bias else 0)
+    total = 1
+    gap_before = 0
+    for rt, g, w, gap in mm_geometry(r, flags):
+        aload = rt * kw + 1
+        total += max(aload, gap_before)
+        passes = -(-tiles // g)
+        total += reads + (passes - 1) * max(reads, gap)
+        gap_before = gap
+        last_w = w
+    return total - (1 if bias else 0) + MM_READ_TO_RES + MM_WRITE_LAT + last_w - 1
 
 
-def vec_cycles(n: int) -> int:
-    """Execute cycles of VEC: one word of each operand per cycle, then one cycle to finish."""
-    return words_for(n) + 1
+def bank_of(addr: int) -> int:
+    """The scratchpad bank of a word: its group (high address bits) and lane (low two bits)."""
+    return (addr >> 10) * LANES + (addr % LANES)
+
+
+VEC_LATENCY = 5  # a VEC word's operands are here -> it is written (products, sum, round, shift, saturate)
+
+
+def vec_clashes(n: int, a: int, b: int) -> int:
+    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
+    return sum(1 for w in range(words_for(n)) if bank_of(a + w) == bank_of(b + w))
+
+
+def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
+    """Execute cycles of VEC: a setup cycle, one cycle per word read (two for a word whose two
+    operands share a bank), the operands' read latency and the pipeline to the last write."""
+    two = sub in (VEC_ADD, VEC_MUL, VEC_MAX)
+    clashes = vec_clashes(n, a, b) if two else 0
+    return 1 + words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
+
+
+SMAX_LATENCY = 17  # the softmax pipeline's fixed cycles beyond its three passes and the division
 
 
 def smax_cycles(n: int) -> int:
-    """Execute cycles of SMAX: a max pass, an exp-and-sum pass, one division, a normalize pass."""
+    """Execute cycles of SMAX: a setup cycle, a max pass and an exp-and-sum pass back to back, the
+    sink's slot, the division once the sum is final, then the normalize pass after divu's done."""
     nw = words_for(n)
-    return 3 * nw + DIV_CYCLES + 1
+    return 3 * nw + DIV_CYCLES + SMAX_LATENCY

@@ -1,16 +1,21 @@
 """The GA2 machine model: for any valid program, the exact final memory and the five cycle counters.
 
 The model is instruction-level, not cycle-by-cycle: each instruction's effect is computed with
-numpy integers and its cost with the formulas of ``isa``. Two things make that exact:
+numpy integers and its cost with the formulas of ``isa``. Three rules make that exact:
 
-* Timing is deterministic by construction. The sequencer fetches one instruction per cycle; a
-  compute instruction (MM, VEC, SMAX) holds it for a fixed number of cycles; DMA transfers run in
-  the background, one after another, from a queue of DMA_QUEUE descriptors: LOAD / STORE wait
-  only while the queue is full, WAIT and HALT until it is empty.
+* Timing is deterministic by construction. The sequencer decodes one instruction per cycle; a
+  compute instruction (MM, VEC, SMAX) holds it for the cycles its formula gives; DMA transfers run
+  in the background (``dma.DmaTimeline``): LOAD / STORE wait only while DMA_QUEUE transfers are in
+  flight, WAIT keep and HALT until few enough are.
 * Data results do not depend on timing because programs may not race: a compute instruction that
-  runs while a DMA transfer is in flight must not touch the scratchpad words that transfer writes
-  (or write the words a STORE reads). The model checks this and raises ``HazardError``, so a
-  program the model accepts behaves the same in every simulator.
+  runs while a DMA transfer is in flight must not touch the scratchpad words a LOAD writes, nor
+  write the words a STORE reads (``HazardError``). Nor may it use the same port of a bank in the
+  cycles the transfer does: a LOAD writes its banks while the instruction writes them, or a STORE
+  reads its banks while the instruction reads them (the scratchpad's banks have one read and one
+  write port each; the hardware does not arbitrate, so the model refuses such a program).
+* Nothing depends on what a scratchpad held before the program: every word read (by a compute
+  instruction or a STORE) must have been written by the program first (``ProgramError``). The
+  chip never clears its scratchpad, and needs not.
 
 The five counters (c0..c4): total cycles, DMA busy cycles, MM busy cycles, vector busy cycles
 (VEC and SMAX), and cycles the sequencer stalled waiting for the DMA engine.
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import isa
+from .dma import DmaTimeline
 from .isa import Instr
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -93,46 +99,65 @@ class Counters:
         return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]
 
 
-@dataclass
-class _Transfer:
-    """A DMA transfer issued and not yet finished: the scratchpad words it writes (LOAD) or reads
-    (STORE), from its issue cycle until `end`, the first cycle after its last busy cycle."""
+def _span(addr: int, n: int) -> set[int]:
+    return set(range(addr, addr + n))
 
-    end: int
-    sram_words: set[int]
-    is_load: bool
-    pc: int
+
+def _banks(words: set[int]) -> set[int]:
+    return {isa.bank_of(w) for w in words}
+
+
+@dataclass
+class _Access:
+    """What one compute instruction reads and writes."""
+
+    reads: set[int]
+    writes: set[int]
 
 
 @dataclass
 class Machine:
-    """GA2 state: scratchpad, external memory, quantization registers, clock and counters."""
+    """GA2 state: scratchpad, external memory, quantization registers, clock, DMA engine, counters."""
 
     ext: np.ndarray
+    ext_latency: int = isa.EXT_LATENCY
     sram: np.ndarray = field(default_factory=lambda: np.zeros(isa.SRAM_WORDS, dtype=np.uint32))
+    written: np.ndarray = field(default_factory=lambda: np.zeros(isa.SRAM_WORDS, dtype=bool))
     qa: int = 0
     qb: int = 0
     qs: int = 0
     qbias: int = 0
-    t: int = 0
+    t: int = 0  # the cycle in which the next instruction is decoded
     counters: Counters = field(default_factory=Counters)
     trace: list[tuple[int, int, str]] | None = None
-    _dma: list[_Transfer] = field(default_factory=list)  # issued and unfinished, oldest first
+    dma: DmaTimeline = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dma = DmaTimeline(self.ext_latency)
 
     @classmethod
-    def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False) -> Machine:
+    def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False,
+                 ext_latency: int = isa.EXT_LATENCY) -> Machine:
         words = np.zeros(extw if extw is not None else len(ext), dtype=np.uint32)
         image = np.asarray(ext, dtype=np.int64) & 0xFFFFFFFF
         if len(image) > len(words):
             raise ProgramError(f"external image of {len(image)} words exceeds EXTW={len(words)}")
         words[: len(image)] = image
-        return cls(ext=words, trace=[] if trace else None)
+        return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency)
 
     # ---- scratchpad helpers -------------------------------------------------------------------
     def _check_sram(self, pc: int, what: str, addr: int, n: int) -> None:
         if n < 0 or addr < 0 or addr + n > isa.SRAM_WORDS:
             raise ProgramError(f"instruction {pc}: {what} words {addr}..{addr + n - 1} outside SRAM "
                                f"(0..{isa.SRAM_WORDS - 1})")
+
+    def _check_written(self, pc: int, what: str, words) -> None:
+        """Every word read must have been written by the program: the scratchpad is never cleared."""
+        idx = np.fromiter(words, dtype=np.int64) if not isinstance(words, np.ndarray) else words
+        unwritten = idx[~self.written[idx]]
+        if len(unwritten):
+            raise ProgramError(f"instruction {pc}: {what} reads scratchpad word {int(unwritten.min())} before "
+                               f"the program wrote it (the scratchpad is not cleared between programs)")
 
     def _int8_rows(self, addr: int, rows: int, n: int) -> np.ndarray:
         """rows packed int8 rows of n elements starting at word addr, as an int64 matrix."""
@@ -153,27 +178,6 @@ class Machine:
             self.counters.dma_stall += cycle - self.t
             self.t = cycle
 
-    def _wait_dma(self, keep: int = 0) -> None:
-        """WAIT / HALT: stall until at most `keep` transfers are unfinished (HALT: none)."""
-        self._retire_dma()
-        if len(self._dma) > keep:
-            self._stall_until(self._dma[len(self._dma) - keep - 1].end)
-        self._retire_dma()
-
-    def _retire_dma(self) -> None:
-        self._dma = [x for x in self._dma if x.end > self.t]
-
-    def _check_race(self, pc: int, reads: set[int], writes: set[int], start: int, end: int) -> None:
-        """Raise if this compute instruction, running in cycles [start, end), races a transfer."""
-        for x in self._dma:
-            if x.end <= start:
-                continue
-            clash = (reads | writes) & x.sram_words if x.is_load else writes & x.sram_words
-            if clash:
-                kind = "LOAD writes" if x.is_load else "STORE reads"
-                raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
-                                  f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
-
     def _dma_transfer(self, pc: int, ins: Instr, load: bool) -> None:
         rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & 0xFFFF
         if rows < 1 or cols < 1:
@@ -183,7 +187,7 @@ class Machine:
         # bounds first, by arithmetic: a huge transfer is an error, not a huge allocation
         s_last = sram + (rows - 1) * sst + cols - 1
         e_last = ext + (rows - 1) * est + cols - 1
-        if s_last >= isa.SRAM_WORDS:
+        if s_last >= isa.SRAM_WORDS or (rows > 1 and sst >= isa.SRAM_WORDS):
             raise ProgramError(f"instruction {pc}: DMA reaches SRAM word {s_last} (size {isa.SRAM_WORDS})")
         if e_last >= len(self.ext):
             raise ProgramError(f"instruction {pc}: DMA reaches external word {e_last} (EXTW={len(self.ext)})")
@@ -191,25 +195,43 @@ class Machine:
         c = np.arange(cols)[None, :]
         s_idx = (sram + r * sst + c).reshape(-1)
         e_idx = (ext + r * est + c).reshape(-1)
-        self._retire_dma()
-        if len(self._dma) == isa.DMA_QUEUE:  # the queue is full: wait for the oldest to finish
-            self._stall_until(self._dma[0].end)
-            self._retire_dma()
-        busy = isa.dma_cycles(rows, cols)
-        begin = max(self.t + 1, self._dma[-1].end if self._dma else 0)
+        if not load:
+            self._check_written(pc, "STORE", s_idx)
+        self._stall_until(self.dma.room_at(self.t))
         if load:
             self.sram[s_idx] = self.ext[e_idx]
+            self.written[s_idx] = True
         else:
             self.ext[e_idx] = self.sram[s_idx]
-        self._dma.append(_Transfer(end=begin + busy, sram_words=set(s_idx.tolist()), is_load=load, pc=pc))
-        self.counters.dma_busy += busy
+        self.dma.issue(self.t, load, s_idx, pc)
+        self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 
     # ---- compute instructions --------------------------------------------------------------------
-    def _run_compute(self, pc: int, cycles: int, reads: set[int], writes: set[int], effect) -> int:
-        self._retire_dma()
-        self._check_race(pc, reads, writes, self.t, self.t + 1 + cycles)
+    def _check_race(self, pc: int, access: _Access, first: int, last: int) -> None:
+        """Raise if this compute instruction, executing in cycles first..last, races a transfer."""
+        read_banks, write_banks = _banks(access.reads), _banks(access.writes)
+        for x in self.dma.in_flight(first):
+            words = set(x.sram_words.tolist())
+            clash = (access.reads | access.writes) & words if x.is_load else access.writes & words
+            if clash:
+                kind = "LOAD writes" if x.is_load else "STORE reads"
+                raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
+                                  f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
+            mine = write_banks if x.is_load else read_banks
+            for bank, (lo, hi) in x.bank_windows.items():
+                if bank in mine and lo <= last and hi >= first:
+                    port = "write" if x.is_load else "read"
+                    raise HazardError(f"instruction {pc} needs the {port} port of scratchpad bank {bank} in cycles "
+                                      f"{first}..{last}, which the {x.kind} of instruction {x.pc} uses in "
+                                      f"cycles {lo}..{hi}; place the data in another bank or add a WAIT")
+
+    def _run_compute(self, pc: int, name: str, cycles: int, access: _Access, effect) -> int:
+        """Run a compute instruction decoded in cycle self.t: it executes in the next `cycles` cycles."""
+        self._check_written(pc, name, access.reads)
+        self._check_race(pc, access, self.t + 1, self.t + cycles)
         effect()
+        self.written[list(access.writes)] = True
         self.t += 1 + cycles
         return cycles
 
@@ -225,11 +247,11 @@ class Machine:
         self._check_sram(pc, "MM A", a, r * kw)
         self._check_sram(pc, "MM B", b, b_words)
         self._check_sram(pc, "MM out", out, out_words)
-        reads = set(range(a, a + r * kw)) | set(range(b, b + b_words))
+        reads = _span(a, r * kw) | _span(b, b_words)
         if flags & isa.MM_BIAS:
             self._check_sram(pc, "MM bias", self.qbias, m)
-            reads |= set(range(self.qbias, self.qbias + m))
-        writes = set(range(out, out + out_words))
+            reads |= _span(self.qbias, m)
+        writes = _span(out, out_words)
         if reads & writes:
             raise ProgramError(f"instruction {pc}: MM output overlaps its inputs (word {min(reads & writes)})")
 
@@ -250,7 +272,8 @@ class Machine:
             else:
                 self.sram[out : out + r * m] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 
-        self.counters.mm_busy += self._run_compute(pc, isa.mm_cycles(r, k, m, flags), reads, writes, effect)
+        access = _Access(reads, writes)
+        self.counters.mm_busy += self._run_compute(pc, "MM", isa.mm_cycles(r, k, m, flags), access, effect)
 
     def _vec(self, pc: int, ins: Instr) -> None:
         n, sa, sb, dst, sub = ins.cnt, ins.a, ins.b, ins.c, ins.sub
@@ -259,16 +282,16 @@ class Machine:
         nw = isa.words_for(n)
         two = sub in (isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
         self._check_sram(pc, "VEC a", sa, nw)
-        reads = set(range(sa, sa + nw))
+        reads = _span(sa, nw)
         if two:
             self._check_sram(pc, "VEC b", sb, nw)
-            reads |= set(range(sb, sb + nw))
+            reads |= _span(sb, nw)
         out_words = 1 if sub == isa.VEC_ARGMAX else nw
         self._check_sram(pc, "VEC dst", dst, out_words)
-        writes = set(range(dst, dst + out_words))
+        writes = _span(dst, out_words)
         if sub != isa.VEC_ARGMAX:
             for src in (sa, sb) if two else (sa,):
-                if src != dst and writes & set(range(src, src + nw)):
+                if src != dst and writes & _span(src, nw):
                     raise ProgramError(f"instruction {pc}: VEC destination partly overlaps a source")
 
         def effect() -> None:
@@ -289,7 +312,8 @@ class Machine:
                 z = np.maximum(x, 0)
             self._store_int8_rows(dst, z[None, :])
 
-        self.counters.vec_busy += self._run_compute(pc, isa.vec_cycles(n), reads, writes, effect)
+        access = _Access(reads, writes)
+        self.counters.vec_busy += self._run_compute(pc, "VEC", isa.vec_cycles(n, sub, sa, sb), access, effect)
 
     def _smax(self, pc: int, ins: Instr) -> None:
         n, src, dst = ins.cnt, ins.a, ins.c
@@ -309,9 +333,8 @@ class Machine:
             p = softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
             self._store_int8_rows(dst, p[None, :])
 
-        cycles = isa.smax_cycles(n)
-        self.counters.vec_busy += self._run_compute(
-            pc, cycles, set(range(src, src + nw)), set(range(dst, dst + nw)), effect)
+        access = _Access(_span(src, nw), _span(dst, nw))
+        self.counters.vec_busy += self._run_compute(pc, "SMAX", isa.smax_cycles(n), access, effect)
 
     # ---- the sequencer -----------------------------------------------------------------------------
     def step(self, pc: int, ins: Instr) -> bool:
@@ -323,16 +346,16 @@ class Machine:
             raise ProgramError(f"instruction {pc}: reserved bits are set (w0 19:16 = {ins.reserved}, "
                                f"w3 31:24 = {ins.e >> 24}); GA2 halts on it as illegal")
         if op == isa.OP_HALT:
-            self._wait_dma()
+            self._stall_until(self.dma.drained_at(self.t))
             self.t += 1
             return False
         if op in (isa.OP_LOAD, isa.OP_STORE):
             self._dma_transfer(pc, ins, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
             if ins.cnt >= isa.DMA_QUEUE:
-                raise ProgramError(f"instruction {pc}: WAIT may leave at most {isa.DMA_QUEUE - 1} transfer "
+                raise ProgramError(f"instruction {pc}: WAIT may leave at most {isa.DMA_QUEUE - 1} transfers "
                                    f"in flight, not {ins.cnt}")
-            self._wait_dma(ins.cnt)
+            self._stall_until(self.dma.drained_at(self.t, ins.cnt))
             self.t += 1
         elif op == isa.OP_QCFG:
             if ins.c > isa.MAX_SHIFT:
@@ -365,6 +388,7 @@ class Machine:
                 break
             pc += 1
         self.counters.cycles = self.t
+        self.counters.dma_busy = self.dma.busy_cycles
         return self.counters
 
 
@@ -390,8 +414,9 @@ def disassemble(ins: Instr) -> str:
     return name
 
 
-def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None) -> Machine:
+def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None,
+                ext_latency: int = isa.EXT_LATENCY) -> Machine:
     """Run `code` on a fresh machine whose external memory starts as `ext` (zero-padded to extw)."""
-    m = Machine.with_ext(ext, extw)
+    m = Machine.with_ext(ext, extw, ext_latency=ext_latency)
     m.run(list(code))
     return m

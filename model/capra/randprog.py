@@ -1,10 +1,11 @@
 """Random valid GA2 programs: random instruction mixes over random data, for the replay tests.
 
 A program is grown one instruction at a time. Each candidate is tried on a copy of a machine
-model that has run the program so far; candidates the model rejects (a race with the DMA, an
-operand past the end of the scratchpad) are dropped, so every program produced is valid and
-exercises DMA/compute overlap wherever the model allows it. Results reach external memory through
-STOREs, because that is what the testbench compares (with all five counters).
+model that has run the program so far; candidates the model rejects (a race with the DMA, a bank
+port in use, a word read before it was written, an operand past the end of the scratchpad) are
+dropped, so every program produced is valid and exercises DMA/compute overlap wherever the model
+allows it. Results reach external memory through STOREs, because that is what the testbench
+compares (with all five counters).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def _pick_qcfg(rng: random.Random, src) -> list[int]:
 
 
 def _candidate(rng: random.Random, live: np.ndarray) -> list[int]:
-    """A random instruction. Operands are read mostly from `live` words (scratchpad words that
-    hold data), so that a wrong result usually shows up in what the program stores."""
+    """A random instruction. Operands are read mostly from `live` words (scratchpad words the
+    program wrote), so that a wrong result usually shows up in what the program stores; matmuls
+    cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1."""
 
     def sram() -> int:
         return rng.randrange(0, 3500)
@@ -58,7 +60,9 @@ def _candidate(rng: random.Random, live: np.ndarray) -> list[int]:
     if kind == "qcfg":
         return _pick_qcfg(rng, src)
     if kind == "mm":
-        return asm.mm(src(), src(), sram(), rng.randint(1, 6), rng.randint(1, 40), rng.randint(1, 11),
+        r = rng.choice([1, 1, 2, 3, 4, rng.randint(1, 9)])
+        k = rng.choice([1, 4, 16, rng.randint(1, 40), rng.randint(1, 40)])
+        return asm.mm(src(), src(), sram(), r, k, rng.choice([1, 4, rng.randint(1, 17)]),
                       out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=rng.random() < 0.3,
                       brows=rng.random() < 0.5)
     if kind == "vec":
@@ -73,11 +77,11 @@ def _candidate(rng: random.Random, live: np.ndarray) -> list[int]:
                     sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 
 
-def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:
+def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATENCY) -> tuple[list[int], list[int]]:
     """A valid random program of about `length` instructions and its external memory image."""
     rng = random.Random(seed)
     ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
-    mach = Machine.with_ext(ext, EXTW)
+    mach = Machine.with_ext(ext, EXTW, ext_latency=ext_latency)
     code: list[int] = []
 
     def accept(words: list[int]) -> bool:
@@ -95,7 +99,7 @@ def random_program(seed: int, length: int = 14) -> tuple[list[int], list[int]]:
     attempts = 0
     while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
         attempts += 1
-        words = _candidate(rng, np.flatnonzero(mach.sram))
+        words = _candidate(rng, np.flatnonzero(mach.written))
         if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
             # make the result visible: store the words just written
             dst = isa.Instr.decode(words).c
@@ -108,24 +112,32 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
     """Small programs written by hand for the corners: empty, DMA only, every unit once, overlap."""
     rng = np.random.default_rng(7)
     ext = [int(x) for x in rng.integers(0, 1 << 32, size=256, dtype=np.uint64)]
+    full_queue = [w for i in range(isa.DMA_QUEUE + 1) for w in asm.load(40 * i, 30 * i, 1, 30)]
     progs = [
         ("halt only", asm.halt(), ext),
         ("load and store back", asm.load(0, 0, 2, 16) + asm.store(0, 300, 2, 16) + asm.halt(), ext),
         ("one row loaded three times (ext stride 0)", asm.load(200, 7, 3, 4, ext_stride=0)
          + asm.wait() + asm.store(200, 600, 1, 12) + asm.halt(), ext),
         ("strided dma", asm.load(10, 5, 4, 3, ext_stride=7, sram_stride=5)
-         + asm.wait() + asm.store(10, 400, 4, 5, ext_stride=6, sram_stride=5) + asm.halt(), ext),
+         + asm.wait() + asm.store(10, 400, 4, 3, ext_stride=6, sram_stride=5) + asm.halt(), ext),
         ("wait with nothing in flight", asm.wait() + asm.wait(1) + asm.halt(), ext),
-        ("a full DMA queue", asm.load(0, 0, 1, 30) + asm.load(40, 30, 1, 30) + asm.load(80, 60, 1, 30)
-         + asm.wait(1) + asm.store(0, 300, 1, 30) + asm.wait(1) + asm.store(40, 340, 1, 70) + asm.halt(), ext),
-        ("dma overlaps a matmul", asm.load(0, 0, 1, 64) + asm.wait() + asm.load(200, 64, 1, 100)
-         + asm.qcfg(qa=9000, shift=16) + asm.mm(0, 16, 100, 1, 16, 16, out8=True, brows=True)
-         + asm.store(100, 600, 1, 4) + asm.halt(), ext),
+        ("a full DMA queue", full_queue + asm.wait(1) + asm.store(0, 300, 1, 30) + asm.wait(1)
+         + asm.store(40, 340, 1, 30) + asm.store(40 * isa.DMA_QUEUE, 400, 1, 30) + asm.halt(), ext),
+        ("dma overlaps a matmul (another bank group)", asm.load(0, 0, 1, 96) + asm.wait()
+         + asm.load(1100, 64, 1, 100) + asm.qcfg(qa=9000, shift=16)
+         + asm.mm(0, 16, 100, 1, 16, 16, out8=True, brows=True) + asm.store(100, 600, 1, 4) + asm.halt(), ext),
         ("softmax with and without sink", asm.load(0, 0, 1, 16) + asm.wait()
          + asm.smax(0, 20, 61) + asm.smax(0, 40, 61, sink=127) + asm.smax(0, 60, 5, sink=-128)
-         + asm.store(20, 500, 1, 60) + asm.halt(), ext),
-        ("argmax of ties", asm.vec(isa.VEC_ARGMAX, 0, 5, 9) + asm.store(5, 700, 1, 1) + asm.halt(), ext),
+         + asm.store(20, 500, 1, 16) + asm.store(40, 520, 1, 16) + asm.store(60, 540, 1, 2) + asm.halt(), ext),
+        ("argmax of ties", asm.load(0, 0, 1, 3) + asm.wait() + asm.qcfg(qa=0)
+         + asm.vec(isa.VEC_MUL, 0, 10, 9, b=0) + asm.vec(isa.VEC_ARGMAX, 10, 5, 9)
+         + asm.store(5, 700, 1, 1) + asm.halt(), ext),
         ("int32 matmul with bias and relu", asm.load(0, 0, 1, 80) + asm.wait() + asm.qcfg(bias=40)
          + asm.mm(0, 8, 100, 5, 7, 9, bias=True, relu=True) + asm.store(100, 500, 1, 45) + asm.halt(), ext),
+        ("a one-row matmul over three passes, K not a multiple of 4", asm.load(0, 0, 1, 200) + asm.wait()
+         + asm.qcfg(qa=300, shift=12) + asm.mm(0, 3, 300, 1, 9, 40, out8=True, brows=True)
+         + asm.store(300, 800, 1, 10) + asm.halt(), ext),
+        ("nine rows: three batch tiles", asm.load(0, 0, 1, 200) + asm.wait() + asm.qcfg(qa=77, shift=10)
+         + asm.mm(0, 60, 400, 9, 21, 6, out8=True) + asm.store(400, 900, 1, 18) + asm.halt(), ext),
     ]
     return progs

@@ -1,8 +1,8 @@
 `timescale 1ns/1ps
 `default_nettype none
-// vec_wrap: ga2_vec beside the scratchpad, wired as in ga2.v (the unit owns the ra / rb read ports
-// and the compute write port), plus a host port on the DMA side (rd read port, wd write port)
-// through which the cocotb test fills and checks the scratchpad.
+// vec_wrap: ga2_vec beside the scratchpad, wired as in ga2.v (the unit reads a on the p0 port and b
+// on p1, and owns the compute write port), plus a host port on the DMA side (dr read port, wd write
+// port) through which the cocotb test fills and checks the scratchpad.
 module vec_wrap (
     input  wire        clk,
     input  wire        rst,
@@ -18,25 +18,31 @@ module vec_wrap (
     output wire        unit_we,
     output wire        done,
     input  wire        host_we,
-    input  wire [11:0] host_addr,
+    input  wire [11:0] host_waddr,
     input  wire [31:0] host_wdata,
+    input  wire        host_re,
+    input  wire [11:0] host_raddr,
     output wire [31:0] host_rdata
 );
-    wire [11:0] ra_addr, rb_addr, waddr;
-    wire [31:0] ra_data, rb_data, wdata;
+    wire         ra_en, rb_en;
+    wire [11:0]  ra_addr, rb_addr, waddr;
+    wire [127:0] line;
+    wire [31:0]  rb_data, wdata;
 
     ga2_vec u_vec (
         .clk(clk), .rst(rst), .start(start), .sub(sub), .n(n), .src_a(src_a), .src_b(src_b), .dst(dst),
-        .qa(qa), .qb(qb), .qs(qs), .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(rb_addr), .rb_data(rb_data),
+        .qa(qa), .qb(qb), .qs(qs), .ra_en(ra_en), .ra_addr(ra_addr), .ra_data(line[31:0]),
+        .rb_en(rb_en), .rb_addr(rb_addr), .rb_data(rb_data),
         .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done)
     );
 
     sram #(.WORDS(4096), .AW(12)) u_sram (
         .clk(clk),
-        .ra_addr(ra_addr), .ra_data(ra_data), .rb_addr(rb_addr), .rb_data(rb_data),
-        .rd_addr(host_addr), .rd_data(host_rdata),
+        .p0_mask({3'd0, ra_en}), .p0_addr(ra_addr), .p0_data(line),
+        .p1_en(rb_en), .p1_addr(rb_addr), .p1_data(rb_data),
+        .dr_en(host_re), .dr_addr(host_raddr), .dr_data(host_rdata),
         .wc_en(unit_we), .wc_addr(waddr), .wc_data(wdata),
-        .wd_en(host_we), .wd_addr(host_addr), .wd_data(host_wdata)
+        .wd_en(host_we), .wd_addr(host_waddr), .wd_data(host_wdata)
     );
 endmodule
 `default_nettype wire

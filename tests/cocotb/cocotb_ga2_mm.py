@@ -39,12 +39,13 @@ def expected_words(a: np.ndarray, b_km: np.ndarray, bias: np.ndarray, flags: int
 
 
 def random_shape(r, index: int) -> tuple[int, int, int]:
+    """R = 1..9 rows (one, two and three batch tiles), K including 1 and K not a multiple of 4, M = 1."""
     if index == 0:
         return 1, 1, 1
     if index == 1:
         return 2, isa.MM_MAX_K, 3  # the longest reduction the rowmem holds
-    return (r.choice((1, 4, 5, r.randint(1, 9))), r.choice((1, 4, 7, r.randint(1, 24))),
-            r.choice((1, 4, 6, r.randint(1, 9))))
+    return (r.choice((1, 2, 3, 4, 5, 8, 9, r.randint(1, 9))), r.choice((1, 2, 4, 5, 7, 16, r.randint(1, 40))),
+            r.choice((1, 3, 4, 6, 16, 17, r.randint(1, 24))))
 
 
 class Layout:

@@ -1,5 +1,5 @@
 """ga2_vec with the scratchpad (tb/cocotb/vec_wrap.v): random element-wise operations against the
-numerics of model/capra/machine.py (requantize) and the cycle count isa.vec_cycles(n).
+numerics of model/capra/machine.py (requantize) and the cycle count isa.vec_cycles(n, sub, a, b).
 
 Each operation starts in the cycle after the previous one's done, as the sequencer would issue it.
 Operand rows carry garbage in the lanes past n (the unit must ignore them); results must have zero
@@ -82,7 +82,7 @@ async def test_ga2_vec_random_operations(dut):
         qa, qb, qs = random_quant(r)
         name = isa.VEC_NAMES[sub]
         what = f"vec.{name} n={n} a={sa} b={sb} dst={dst} qa={qa} qb={qb} qs={qs}"
-        await run_unit(dut, cycles, isa.vec_cycles(n), what,
+        await run_unit(dut, cycles, isa.vec_cycles(n, sub, sa, sb), what,
                        dict(sub=sub, n=n, src_a=sa, src_b=sb, dst=dst, qa=qa, qb=qb, qs=qs))
         for i, word in enumerate(expected(sub, x, y, qa, qb, qs)):
             sram.mirror[dst + i] = word

@@ -20,6 +20,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, Timer
 CLOCK_NS = 10
 SETTLES_PER_CYCLE = 200  # 200 x 10 ps = 2 ns, well inside the 10 ns period
 LANES = 4
+SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t answers in cycle t + 2
 
 
 def rng() -> random.Random:
@@ -102,35 +103,39 @@ def random_int8(r: random.Random, n: int) -> list[int]:
 
 
 class Scratchpad:
-    """The host port a wrapper bench puts on the scratchpad, mirrored by a Python dict of known words."""
+    """The host port a wrapper bench puts on the scratchpad's DMA side (wd write, dr read), mirrored
+    by a Python dict of the words the test knows."""
 
     def __init__(self, dut, cycles: Cycles) -> None:
         self.dut = dut
         self.cycles = cycles
         self.mirror: dict[int, int] = {}
         dut.host_we.value = 0
-        dut.host_addr.value = 0
+        dut.host_waddr.value = 0
         dut.host_wdata.value = 0
+        dut.host_re.value = 0
+        dut.host_raddr.value = 0
 
     async def write(self, base: int, words: list[int]) -> None:
-        """One word per cycle through the synchronous write port."""
+        """One word per cycle through the DMA write port."""
         for i, word in enumerate(words):
             self.dut.host_we.value = 1
-            self.dut.host_addr.value = base + i
+            self.dut.host_waddr.value = base + i
             self.dut.host_wdata.value = word & 0xFFFFFFFF
             await self.cycles.next()
             self.mirror[base + i] = word & 0xFFFFFFFF
         self.dut.host_we.value = 0
 
     async def read(self, base: int, n: int) -> list[int]:
-        """Asynchronous reads, as many per cycle as the cycle has settles (only while the unit is idle)."""
-        out = []
-        for i in range(n):
-            if self.cycles.settles_left == 0:
-                await self.cycles.next()
-            self.dut.host_addr.value = base + i
-            await self.cycles.settle()
-            out.append(int(self.dut.host_rdata.value))
+        """One read request per cycle through the DMA read port; each answers two cycles later."""
+        out: list[int] = []
+        for i in range(n + SRAM_RD_LAT):
+            self.dut.host_re.value = int(i < n)
+            self.dut.host_raddr.value = base + min(i, n - 1)
+            if i >= SRAM_RD_LAT:
+                out.append(int(self.dut.host_rdata.value))  # the answer to request i - 2
+            await self.cycles.next()
+        self.dut.host_re.value = 0
         return out
 
     async def check(self, base: int, n: int, what: str) -> None:

@@ -1,0 +1,108 @@
+"""The DMA engine's timeline: when each transfer starts, when each of its words touches the
+scratchpad, and when it ends (rtl/dma.v, docs/isa.md). The machine model and the compiler's
+scheduler both keep time with it, so they cannot disagree.
+
+A transfer is issued by the sequencer in cycle t and takes its descriptor ("setup") in cycle
+
+    s = max(t + 1, the engine is free, STORE: one cycle after every earlier LOAD has ended)
+
+With n = rows * cols words and an external memory that answers a read L cycles after taking it:
+
+    LOAD   word i requested in s+1+i, written to the scratchpad in s+2+L+i; ends at s+n+L+2;
+           the engine is free for the next setup at s+n+1 (answers overlap the next requests)
+    STORE  word i read from the scratchpad in s+1+i, sent in s+3+i; ends at s+n+3; free at s+n+2
+
+A transfer is *in flight* from its issue until its end (a full queue, WAIT and HALT count these);
+the engine is *busy* (counter c1) while a transfer that has taken its descriptor has not ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import isa
+
+
+@dataclass
+class Transfer:
+    """One transfer: its words in the order they move, and when it touches each scratchpad bank."""
+
+    pc: int
+    is_load: bool
+    issue: int
+    setup: int
+    end: int
+    sram_words: np.ndarray
+    bank_windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # bank -> first, last cycle
+
+    @property
+    def kind(self) -> str:
+        return "LOAD" if self.is_load else "STORE"
+
+
+def bank_windows(words: np.ndarray, first_cycle: int) -> dict[int, tuple[int, int]]:
+    """Word i touches its bank in cycle first_cycle + i: the first and last such cycle per bank."""
+    banks = (words >> 10) * isa.LANES + (words % isa.LANES)
+    cycles = first_cycle + np.arange(len(words))
+    windows = {}
+    for bank in np.unique(banks):
+        hit = cycles[banks == bank]
+        windows[int(bank)] = (int(hit[0]), int(hit[-1]))
+    return windows
+
+
+class DmaTimeline:
+    """The engine's state: unfinished transfers (oldest first), when it is next free, busy cycles."""
+
+    def __init__(self, latency: int = isa.EXT_LATENCY) -> None:
+        if not 0 <= latency < isa.DMA_PENDING:
+            raise ValueError(f"external read latency {latency} is outside 0..{isa.DMA_PENDING - 1} "
+                             f"(the DMA keeps at most {isa.DMA_PENDING} reads waiting for their answers)")
+        self.latency = latency
+        self.transfers: list[Transfer] = []
+        self.engine_free = 0
+        self.last_load_end = 0
+        self.busy_until = 0
+        self.busy_cycles = 0
+
+    def in_flight(self, t: int) -> list[Transfer]:
+        """Transfers issued and not ended in cycle t, oldest first."""
+        self.transfers = [x for x in self.transfers if x.end > t]
+        return self.transfers
+
+    def room_at(self, t: int) -> int:
+        """The first cycle >= t in which a transfer can be issued (fewer than DMA_QUEUE in flight)."""
+        flying = self.in_flight(t)
+        if len(flying) < isa.DMA_QUEUE:
+            return t
+        return flying[len(flying) - isa.DMA_QUEUE].end
+
+    def drained_at(self, t: int, keep: int = 0) -> int:
+        """The first cycle >= t in which at most `keep` transfers are in flight."""
+        flying = self.in_flight(t)
+        if len(flying) <= keep:
+            return t
+        return flying[len(flying) - keep - 1].end
+
+    def issue(self, t: int, is_load: bool, sram_words: np.ndarray, pc: int = -1) -> Transfer:
+        """A transfer issued in cycle t (the queue must have room); returns it with its timing."""
+        n = len(sram_words)
+        setup = max(t + 1, self.engine_free)
+        if not is_load:
+            setup = max(setup, self.last_load_end + 1)
+        if is_load:
+            end = setup + n + self.latency + 2
+            first_touch = setup + 2 + self.latency
+            self.engine_free = setup + n + 1
+            self.last_load_end = end
+        else:
+            end = setup + n + 3
+            first_touch = setup + 1
+            self.engine_free = setup + n + 2
+        x = Transfer(pc, is_load, t, setup, end, sram_words, bank_windows(sram_words, first_touch))
+        self.transfers.append(x)
+        self.busy_cycles += max(0, end - max(setup, self.busy_until))
+        self.busy_until = max(self.busy_until, end)
+        return x
