@@ -24,8 +24,10 @@ def test_every_verilog_constant_equals_python():
     v = _verilog_params()
     expected = {
         "GA2_N": isa.N, "GA2_LANES": isa.LANES, "GA2_SRAM_WORDS": isa.SRAM_WORDS,
-        "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
-        "GA2_MM_MAX_K": isa.MM_MAX_K, "GA2_DMA_SETUP": isa.DMA_SETUP, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
+        "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_SRAM_GROUPS": isa.SRAM_GROUPS,
+        "GA2_SRAM_RD_LAT": isa.SRAM_RD_LAT, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
+        "GA2_IMEM_AW": isa.IMEM_INSTRS.bit_length() - 1, "GA2_MM_MAX_K": isa.MM_MAX_K,
+        "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
         "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
         "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
         "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
@@ -37,6 +39,12 @@ def test_every_verilog_constant_equals_python():
         expected[f"VEC_{name}"] = getattr(isa, f"VEC_{name}")
     assert {k: v.get(k) for k in expected} == expected
     assert set(v) == set(expected), f"constants only in Verilog: {set(v) - set(expected)}"
+
+
+def test_testbench_default_latency_is_the_model_default():
+    text = (ROOT / "tb" / "ga2_tb.v").read_text()
+    found = re.search(r"`define EXT_LATENCY (\d+)", text)
+    assert found and int(found.group(1)) == isa.EXT_LATENCY
 
 
 def test_exp_lut_verilog_is_generated_from_the_model_table():

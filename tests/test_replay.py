@@ -6,26 +6,34 @@ testbench compares the RTL against them word by word and counter by counter.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import ga2_progs
 import pytest
-from capra import asm
+from capra import asm, isa
 from capra.randprog import EXTW, handwritten_programs, random_program
 from conftest import needs_icarus, needs_verilator
 from replay_util import counters, replay, run_file, verdict
 
-N_RANDOM = 200
+N_RANDOM = 200  # at the default external latency
+N_OTHER_LATENCY = 60  # at each of the others
+LATENCIES = (0, 1, isa.EXT_LATENCY, 16)
+
+
+def _suite(latency: int) -> tuple[list[list[int]], dict[int, list[int]]]:
+    count = N_RANDOM if latency == isa.EXT_LATENCY else N_OTHER_LATENCY
+    records = []
+    for seed in range(count):
+        code, ext = random_program(1000 * latency + seed, ext_latency=latency)
+        records.append(ga2_progs.record(code, ext, EXTW, latency))
+    for _name, code, ext in handwritten_programs():
+        records.append(ga2_progs.record(code, ext, EXTW, latency))
+    return records, {i: r[-6:-1] for i, r in enumerate(records)}
 
 
 @pytest.fixture(scope="module")
 def suite():
-    records = []
-    for seed in range(N_RANDOM):
-        code, ext = random_program(seed)
-        records.append(ga2_progs.record(code, ext, EXTW))
-    for _name, code, ext in handwritten_programs():
-        records.append(ga2_progs.record(code, ext, EXTW))
-    expected = {i: r[-6:-1] for i, r in enumerate(records)}
-    return records, expected
+    return _suite(isa.EXT_LATENCY)
 
 
 def test_random_programs_are_varied(suite):
@@ -36,16 +44,48 @@ def test_random_programs_are_varied(suite):
     assert overlapped > N_RANDOM // 2, "most programs should use both the DMA and a compute unit"
 
 
+def test_random_programs_cover_the_matmul_and_vector_corners(suite):
+    records, _expected = suite
+    seen = Counter()
+    for rec in records:
+        code = rec[4 : 4 + rec[1]]
+        for i in range(0, len(code), 4):
+            ins = isa.Instr.decode(code[i : i + 4])
+            if ins.op == isa.OP_MM:
+                seen["R>4"] += ins.cnt > 4
+                seen["R=9"] += ins.cnt == 9
+                seen["K=1"] += ins.d == 1
+                seen["K%4"] += ins.d % 4 != 0
+                seen["M=1"] += ins.e == 1
+                for flag in ("BIAS", "RELU", "BROWS"):
+                    seen[flag] += bool(ins.flags & getattr(isa, f"MM_{flag}"))
+                seen["int32"] += not ins.flags & isa.MM_OUT8
+            if ins.op == isa.OP_VEC:
+                seen["bank clash"] += isa.vec_clashes(ins.cnt, ins.a, ins.b) > 0 and ins.sub in (
+                    isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
+    short = {k: v for k, v in seen.items() if v < 5}
+    assert len(seen) == 10 and not short, f"corners the random programs rarely reach: {short or seen}"
+
+
 @needs_icarus
 @needs_verilator
-def test_random_programs_match_model_in_both_simulators(suite):
-    records, expected = suite
+@pytest.mark.parametrize("latency", LATENCIES)
+def test_random_programs_match_model_in_both_simulators(latency, suite):
+    records, expected = suite if latency == isa.EXT_LATENCY else _suite(latency)
     results = {}
     for sim in ("icarus", "verilator"):
-        rc, out = replay(sim, records, "random_suite", EXTW)
+        rc, out = replay(sim, records, f"random_suite_latency{latency}", EXTW,
+                         extra_defines=(f"EXT_LATENCY={latency}",))
         assert verdict(out).startswith(f"PASS: {len(records)} programs match"), out[-3000:]
         results[sim] = counters(out)
     assert results["icarus"] == results["verilator"] == expected
+
+
+def test_latency_changes_the_cycles_not_the_results():
+    code, ext = random_program(7)
+    fast, slow = (ga2_progs.record(code, ext, EXTW, lat) for lat in (0, 16))
+    assert fast[:-6] == slow[:-6], "memory image and expectations must not depend on the latency"
+    assert fast[-6] < slow[-6], "a slower memory must cost cycles"
 
 
 def _flip(words: list[int], index: int, bit: int = 5) -> list[int]:
@@ -108,10 +148,10 @@ def test_malformed_first_word_fails(sim):
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_program_that_does_not_halt_in_time_is_a_fail(sim):
-    # a 4 x 1000 x 8 matmul takes about 5,000 cycles, more than the watchdog allows in this build
-    code = asm.qcfg(qa=1) + asm.mm(0, 1000, 3100, 4, 1000, 8, out8=True, brows=True) + asm.halt()
-    records = [ga2_progs.record(asm.halt(), [], EXTW), ga2_progs.record(code, [], EXTW)]
-    rc, out = replay(sim, records, "watchdog", EXTW, extra_defines=("WATCHDOG=2000",))
+    # a 3,000-word load takes over 3,000 cycles, more than the watchdog allows in this build
+    code = asm.load(0, 0, 1, 3000) + asm.halt()
+    records = [ga2_progs.record(asm.halt(), [], 4096), ga2_progs.record(code, [], 4096)]
+    rc, out = replay(sim, records, "watchdog", 4096, extra_defines=("WATCHDOG=2000",))
     line = verdict(out)
     assert line.startswith("FAIL") and "program 1 did not halt" in line and "2000 cycles" in line, line
 
@@ -177,7 +217,7 @@ def _raw_record(code: list[int]) -> list[int]:
     ("opcode 9", [0x90000000, 0, 0, 0]),
     ("a reserved bit of word 0", [asm.qcfg(qa=1)[0] | (1 << 17), 0, 0, 0]),
     ("a reserved bit of word 3", asm.qcfg(qa=1)[:3] + [1 << 30]),
-    ("WAIT keeping two transfers", [asm.wait()[0] | 2, 0, 0, 0]),
+    ("WAIT keeping as many transfers as the queue holds", [asm.wait()[0] | isa.DMA_QUEUE, 0, 0, 0]),
 ])
 def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code):
     from capra import ProgramError

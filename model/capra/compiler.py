@@ -5,11 +5,19 @@ tensor lives in external memory and in the scratchpad, and the integer parameter
 The program's own integer semantics are also executable directly in numpy (``reference.py``), so
 a compiled program can be checked against the machine model exactly.
 
+Placement. The scratchpad's banks have one read and one write port each, and a DMA transfer may
+not use a port of a bank while a compute instruction uses it (docs/isa.md). So the tensors the DMA
+writes and the tensors compute writes live apart: loaded constants and inputs from word 0 up,
+computed tensors from the top down, and each region that both write (a concat of cached rows and
+a new row) in a bank group of its own when one is free.
+
 Schedule. Compute instructions run in graph order. Weights and inputs are loaded by the DMA in
-the order they are first needed. The emitter keeps time with the ISA's cycle formulas and starts
-the next transfer whenever the DMA engine is idle, so a LOAD never stalls the sequencer and DMA
-time hides behind compute time. A WAIT precedes a node whose operands are still in flight.
-Outputs are stored at the end.
+the order they are first needed (a load into a concat region counts as needed by the node that
+writes the region's computed part). The emitter keeps time with the machine model's own DMA
+timeline (``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a
+LOAD never stalls the sequencer and DMA time hides behind compute time. A WAIT precedes a node
+whose operands are still in flight, or that would use a bank port a transfer is using. An output
+is stored as soon as no later instruction reads its banks.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import asm, isa
+from .dma import DmaTimeline, Transfer, race
 from .graph import Graph, Node
 from .quant import (
     SOFTMAX_IN_SCALE,
@@ -139,54 +148,57 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
 
 
 class _Emitter:
-    """Builds the instruction stream and keeps time with the ISA's cycle formulas.
+    """Builds the instruction stream and keeps time with the machine model's DMA timeline.
 
     The clock lets the scheduler issue a LOAD only when the DMA queue has room (so it costs one
-    cycle and never stalls the sequencer) and know whether, and how long, a WAIT must hold.
+    cycle and never stalls the sequencer), and know whether, and how long, a WAIT must hold.
     """
 
     def __init__(self) -> None:
         self.code: list[int] = []
         self.notes: list[str] = []
-        self.t = 0  # cycle at which the next instruction is fetched
-        self.ends: list[int] = []  # end cycles of the transfers issued so far, in order
+        self.t = 0  # cycle in which the next instruction is decoded
+        self.dma = DmaTimeline()
+        self.transfers: list[Transfer] = []
 
     def emit(self, words: list[int], note: str, cycles: int = 0) -> None:
-        """A non-DMA instruction: one fetch cycle plus `cycles` of execution."""
+        """A non-DMA instruction: one decode cycle plus `cycles` of execution."""
         self.code += words
         self.notes.append(note)
         self.t += 1 + cycles
 
-    def in_flight(self) -> list[int]:
-        return [e for e in self.ends if e > self.t]
-
-    def transfer(self, words: list[int], n_words: int, note: str) -> int:
+    def transfer(self, words: list[int], sram_words: np.ndarray, is_load: bool, note: str) -> int:
         """A LOAD or STORE; returns its index among the transfers."""
         self.code += words
         self.notes.append(note)
-        pending = self.in_flight()
-        if len(pending) >= isa.DMA_QUEUE:
-            self.t = pending[0]
-            pending = self.in_flight()
-        begin = max([self.t + 1] + pending)
-        self.ends.append(begin + isa.dma_cycles(1, n_words))
+        self.t = self.dma.room_at(self.t)
+        self.transfers.append(self.dma.issue(self.t, is_load, sram_words, len(self.notes) - 1))
         self.t += 1
-        return len(self.ends) - 1
+        return len(self.transfers) - 1
 
     def wait_for(self, index: int, note: str) -> None:
         """WAIT until transfer `index` has finished, letting later transfers run on."""
-        if self.ends[index] <= self.t:
+        x = self.transfers[index]
+        if x.end <= self.t:
             return
-        keep = sum(1 for e in self.ends[index + 1 :] if e > self.t)
+        flying = self.dma.in_flight(self.t)
+        keep = len(flying) - flying.index(x) - 1
         self.code += asm.wait(keep)
         self.notes.append(note)
-        self.t = max(self.t, self.ends[index]) + 1
+        self.t = self.dma.drained_at(self.t, keep) + 1
+
+    def compute(self, words: list[int], note: str, cycles: int, reads: set[int], writes: set[int]) -> None:
+        """A compute instruction, after WAITs for any transfer it would race (words or bank ports)."""
+        while True:
+            racing = [i for i, x in enumerate(self.transfers)
+                      if race(x, reads, writes, self.t + 1, self.t + cycles)]
+            if not racing:
+                break
+            self.wait_for(racing[-1], f"wait: {note} would race transfer {racing[-1]}")
+        self.emit(words, note, cycles)
 
     def has_room(self) -> bool:
-        return len(self.in_flight()) < isa.DMA_QUEUE
-
-    def next_begin(self) -> int:
-        return max([self.t + 1] + self.in_flight())
+        return len(self.dma.in_flight(self.t)) < isa.DMA_QUEUE
 
 
 def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
@@ -249,19 +261,97 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
     return params
 
 
-def _load_order(graph: Graph) -> tuple[list[Node], list[str]]:
-    """The compute nodes in order, and the constants and inputs in the order they are first needed."""
-    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
-    loads: list[str] = []
-    for node in compute:
-        for inp in node.inputs:
-            for src in _sources(graph, inp):
-                if src not in loads:
-                    loads.append(src)
+def _concat_parents(graph: Graph) -> dict[str, tuple[str, int]]:
+    """part -> (the concat it lives in, its word offset there). A concat's inputs live inside it."""
+    inside: dict[str, tuple[str, int]] = {}
     for node in graph.nodes.values():
-        if node.op in ("input", "const") and node.name not in loads:
+        if node.op == "concat":
+            a, _b = node.inputs
+            for part, offset in ((a, 0), (_b, _words_of(graph, a))):
+                if part in inside:
+                    raise CompileError(f"node {part!r} feeds two concats; GA2 keeps one copy of a tensor")
+                if graph.nodes[part].op == "const":
+                    raise CompileError(f"concat {node.name!r}: constant {part!r} cannot be a concat input")
+                inside[part] = (node.name, offset)
+    return inside
+
+
+def _words_of(graph: Graph, name: str) -> int:
+    rows, cols = graph.shape(name)
+    return rows if graph.nodes[name].op == "argmax" else rows * isa.words_for(cols)
+
+
+def _region_of(inside: dict[str, tuple[str, int]], name: str) -> str | None:
+    """The outermost concat that holds `name`, if any."""
+    region = None
+    while name in inside:
+        name = inside[name][0]
+        region = name
+    return region
+
+
+def _load_order(graph: Graph) -> tuple[list[Node], list[str]]:
+    """The compute nodes in order, and the constants and inputs in the order they are first needed.
+
+    A load into a concat region counts as needed by the first node that writes into that region
+    too: the DMA may not write a bank while compute writes it, so the cached rows must be in before
+    the new row is computed next to them. Among loads first needed by the same node, those into
+    such regions come first."""
+    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
+    loads = _loads_by_first_use(graph, compute)
+    compute = _ready_order(graph, compute, loads)
+    return compute, _loads_by_first_use(graph, compute)
+
+
+def _needs(graph: Graph, node: Node, inside: dict[str, tuple[str, int]]) -> list[str]:
+    """The loads that must be in before a node runs: its operands' and, for a node that writes
+    into a concat region, the region's loaded parts (the DMA may not write the banks it writes)."""
+    needed = [s for inp in node.inputs for s in _sources(graph, inp)]
+    region = _region_of(inside, node.name)
+    return needed + (_sources(graph, region) if region is not None else [])
+
+
+def _loads_by_first_use(graph: Graph, compute: list[Node]) -> list[str]:
+    """Constants and inputs in the order the compute nodes first need them; among those first
+    needed by the same node, loads into a concat region first."""
+    inside = _concat_parents(graph)
+    order = {name: i for i, name in enumerate(graph.nodes)}
+    first_use: dict[str, int] = {}
+    for i, node in enumerate(compute):
+        for src in _needs(graph, node, inside):
+            first_use.setdefault(src, i)
+    loads = sorted(first_use, key=lambda n: (first_use[n], _region_of(inside, n) is None, order[n]))
+    for node in graph.nodes.values():
+        if node.op in ("input", "const") and node.name not in first_use:
             loads.append(node.name)  # not read by any compute node (an input copied straight out)
-    return compute, loads
+    return loads
+
+
+def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[Node]:
+    """The compute nodes in dependency order, each time the one whose loads arrive first (the
+    DMA brings `loads` in order), so no node waits for data while another could run."""
+    inside = _concat_parents(graph)
+    position = {name: i for i, name in enumerate(loads)}
+    is_compute = {n.name for n in compute}
+
+    def producers(name: str) -> set[str]:
+        node = graph.nodes[name]
+        if node.op == "concat":
+            return {p for i in node.inputs for p in producers(i)}
+        return {name} if name in is_compute else set()
+
+    deps = {n.name: {p for i in n.inputs for p in producers(i)} for n in compute}
+    arrival = {n.name: max([position[s] for s in _needs(graph, n, inside)], default=-1) for n in compute}
+    done: set[str] = set()
+    ordered: list[Node] = []
+    waiting = list(compute)
+    while waiting:
+        ready = [n for n in waiting if deps[n.name] <= done]
+        pick = min(ready, key=lambda n: arrival[n.name])  # min keeps graph order among equals
+        ordered.append(pick)
+        done.add(pick.name)
+        waiting.remove(pick)
+    return ordered
 
 
 def _sources(graph: Graph, name: str) -> list[str]:
@@ -273,39 +363,57 @@ def _sources(graph: Graph, name: str) -> list[str]:
 
 
 def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> None:
-    """Give every tensor scratchpad words. Loaded tensors come first, in load order, so that
-    neighbours in the load order are neighbours in memory (one DMA transfer can bring several).
-    A concat's inputs live inside the concat's region."""
-    inside: dict[str, tuple[str, int]] = {}
-    for node in graph.nodes.values():
-        if node.op == "concat":
-            a, b = node.inputs
-            for part, offset in ((a, 0), (b, tensors[a].words)):
-                if part in inside:
-                    raise CompileError(f"node {part!r} feeds two concats; GA2 keeps one copy of a tensor")
-                if graph.nodes[part].op == "const":
-                    raise CompileError(f"concat {node.name!r}: constant {part!r} cannot be a concat input")
-                inside[part] = (node.name, offset)
-    top = 0
+    """Give every tensor scratchpad words (see the module docstring): what the DMA writes apart
+    from what compute writes, so that loads overlap compute without sharing a bank port.
 
-    def alloc(name: str) -> None:
-        nonlocal top
-        t = tensors[name]
-        if name in inside or t.sram >= 0:
-            return
-        t.sram = top
-        top += t.words
-        if top > isa.SRAM_WORDS:
-            raise CompileError(f"node {name!r}: needs scratchpad words {t.sram}..{top - 1}, "
-                               f"beyond the SRAM of {isa.SRAM_WORDS} words")
-
+    Loaded tensors outside concats: from word 0 up, in load order (neighbours in the load order
+    are neighbours in memory, so one transfer can bring several). Computed tensors: from the top
+    down. Concat regions: each at the start of a bank group nothing else uses, else after the
+    loaded tensors. A concat's inputs live inside the concat's region."""
+    inside = _concat_parents(graph)
+    size = isa.SRAM_WORDS
+    group = size // isa.SRAM_GROUPS
+    low = 0
     for name in loads:
-        alloc(name)
-    for name in reversed(list(graph.nodes)):  # a concat is placed before its inputs
-        if graph.nodes[name].op == "concat":
-            alloc(name)
-    for name in graph.nodes:
-        alloc(name)
+        if name not in inside:
+            tensors[name].sram = low
+            low += tensors[name].words
+    computed = [name for name, node in graph.nodes.items()
+                if name not in inside and node.op not in ("input", "const", "concat")]
+    high = size - sum(tensors[name].words for name in computed)
+    cursor = high
+    for name in computed:  # upwards in graph order, so neighbouring outputs can share a STORE
+        tensors[name].sram = cursor
+        cursor += tensors[name].words
+    if low > high:
+        # name the first tensor that does not fit, counting loaded tensors first
+        used = low
+        for name in computed:
+            used += tensors[name].words
+            if used > size:
+                raise CompileError(f"node {name!r}: needs scratchpad words {used - tensors[name].words}.."
+                                   f"{used - 1}, beyond the SRAM of {size} words (the graph's tensors need "
+                                   f"{low + size - high} words)")
+        raise CompileError(f"graph {graph.name!r}: its loaded tensors need {low} words, beyond the SRAM "
+                           f"of {size} words")
+    taken = [(0, low), (high, size)]
+
+    def free(lo: int, hi: int) -> bool:
+        return all(hi <= a or lo >= b for a, b in taken)
+
+    for name, node in graph.nodes.items():
+        if node.op != "concat" or name in inside:
+            continue
+        words = tensors[name].words
+        starts = [g * group for g in range(isa.SRAM_GROUPS)] + [low]
+        spot = next((a for a in starts if a + words <= size and free(a, a + words)), None)
+        if spot is None:
+            raise CompileError(f"concat {name!r}: no room for its {words} words in the scratchpad "
+                               f"({size} words, {low} loaded and {size - high} computed)")
+        tensors[name].sram = spot
+        taken.append((spot, spot + words))
+        if spot == low:
+            low += words
 
     def resolve(name: str) -> int:
         parent, offset = inside[name]
@@ -356,81 +464,111 @@ def unpack_int8_rows(words, rows: int, cols: int) -> np.ndarray:
     return arr.view(np.int8).reshape(rows, w * isa.LANES)[:, :cols].astype(np.int64)
 
 
-def _node_cycles(graph: Graph, node: Node) -> int:
-    """Predicted cycles of a node's instructions (fetches included), from the ISA's formulas."""
-    rows, cols = graph.shape(node.inputs[0])
-    if node.op == "matmul":
-        flags = isa.MM_OUT8 | (0 if node.attrs["transpose_b"] else isa.MM_BROWS)
-        return 2 + isa.mm_cycles(rows, cols, node.shape[1], flags)
-    if node.op == "softmax":
-        return rows * (1 + isa.smax_cycles(cols))
-    if node.op == "argmax":
-        return rows * (1 + isa.vec_cycles(cols))
-    return 2 + rows * (1 + isa.vec_cycles(cols))
+def _span(t: Tensor, first: int = 0, words: int | None = None) -> set[int]:
+    """Scratchpad words of a tensor (or of `words` of it from word `first`)."""
+    n = t.words - first if words is None else words
+    return set(range(t.sram + first, t.sram + first + n))
 
 
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
           compute: list[Node], loads: list[str]) -> tuple[list[int], list[str]]:
-    """The instruction stream (see the module docstring), then the stores and HALT."""
+    """The instruction stream (see the module docstring), then the remaining stores and HALT."""
     load_index = {name: i for i, name in enumerate(loads)}
+    inside = _concat_parents(graph)
+    needs = [_needs(graph, node, inside) for node in compute]  # per node: the loads that must be in first
     first_use = {name: len(compute) for name in loads}
-    for i, node in enumerate(compute):
-        for inp in node.inputs:
-            for src in _sources(graph, inp):
-                first_use[src] = min(first_use[src], i)
-    durations = [_node_cycles(graph, n) for n in compute]
+    for i, needed in enumerate(needs):
+        for src in needed:
+            first_use[src] = min(first_use[src], i)
     out = _Emitter()
     issued = 0
-    current = 0  # index of the compute node being emitted
     carrier: dict[int, int] = {}  # load index -> the transfer that brings it
-
-    def start_of(j: int) -> int:
-        """Predicted cycle at which compute node j starts if nothing stalls from now on."""
-        return out.t + 1 + sum(durations[current:j])
+    stores = _store_groups(graph, tensors, compute)
 
     def issue() -> None:
-        """One LOAD of loads[issued] and of as many memory neighbours as can arrive before the
-        first of them is needed: the DMA stays busy and never delays an operand."""
+        """One LOAD of loads[issued] and of its memory neighbours first needed by the same node
+        (one setup cycle for all; none of them is needed before the last arrives)."""
         nonlocal issued
         first_index = issued
         first = tensors[loads[issued]]
-        deadline = start_of(first_use[first.name])
-        begin = out.next_begin() + isa.DMA_SETUP
         words = first.words
         issued += 1
         while issued < len(loads):
             nxt, prev = tensors[loads[issued]], tensors[loads[issued - 1]]
             adjacent = nxt.ext == prev.ext + prev.words and nxt.sram == prev.sram + prev.words
-            if not adjacent or begin + words + nxt.words > deadline:
+            if not adjacent or first_use[nxt.name] != first_use[first.name]:
                 break
             words += nxt.words
             issued += 1
         names = ", ".join(loads[first_index:issued])
-        index = out.transfer(asm.load(first.sram, first.ext, 1, words), words, f"load {names} ({words} words)")
+        index = out.transfer(asm.load(first.sram, first.ext, 1, words),
+                             np.arange(first.sram, first.sram + words), True, f"load {names} ({words} words)")
         for i in range(first_index, issued):
             carrier[i] = index
 
-    def prefetch(_budget: int = 0) -> None:
+    def prefetch() -> None:
         """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle."""
         while issued < len(loads) and out.has_room():
             issue()
 
+    def store(after: int) -> None:
+        """STORE the outputs whose last reader has run (all of them when after = len(compute))."""
+        while stores and stores[0][0] <= after and (out.has_room() or after == len(compute)):
+            _ready, first, names, words = stores.pop(0)
+            out.transfer(asm.store(first.sram, first.ext, 1, words),
+                         np.arange(first.sram, first.sram + words), False, f"store {', '.join(names)}")
+
     for i, node in enumerate(compute):
-        current = i
-        need = 1 + max([load_index[s] for inp in node.inputs for s in _sources(graph, inp)], default=-1)
+        need = 1 + max([load_index[s] for s in needs[i]], default=-1)
         while issued < need:
             issue()
+        prefetch()  # fill the queue before waiting, so the DMA never idles behind a WAIT
         if need:
             out.wait_for(carrier[need - 1], f"wait for the operands of {node.name}")
-        prefetch()
         _emit_node(out, graph, node, tensors, params, prefetch)
+        store(i)
     while issued < len(loads):
         issue()
-    for name in graph.outputs:
-        t = tensors[name]
-        out.transfer(asm.store(t.sram, t.ext, 1, t.words), t.words, f"store {name}")
+    store(len(compute))
     out.emit(asm.halt(), "halt (waits for the last store)")
     return out.code, out.notes
+
+
+def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
+                  ) -> list[tuple[int, Tensor, list[str], int]]:
+    """The outputs' STOREs: neighbours in both memories share one; each may go once the last
+    compute node that writes it or reads any of its banks has run (a STORE reading a bank while
+    compute reads it would share a read port). (after which node, first tensor, names, words)"""
+    index = {n.name: i for i, n in enumerate(compute)}
+    inside = _concat_parents(graph)
+    reads: list[set[int]] = []
+    for node in compute:
+        banks = set()
+        for inp in node.inputs:
+            banks |= {isa.bank_of(w) for w in _span(tensors[inp])}
+        reads.append(banks)
+    groups: list[list[str]] = []
+    for name in graph.outputs:
+        prev = tensors[groups[-1][-1]] if groups else None
+        t = tensors[name]
+        if prev is not None and t.ext == prev.ext + prev.words and t.sram == prev.sram + prev.words:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+    plan = []
+    for names in groups:
+        first = tensors[names[0]]
+        words = sum(tensors[n].words for n in names)
+        banks = {isa.bank_of(w) for w in range(first.sram, first.sram + words)}
+        ready = max(index.get(n, -1) for n in names)
+        for n in names:  # a tensor inside a concat is also written when its region is
+            region = _region_of(inside, n)
+            if region is not None:
+                ready = max(ready, index.get(region, -1))
+        last_reader = max([i for i, b in enumerate(reads) if b & banks], default=-1)
+        plan.append((max(ready, last_reader), first, names, words))
+    plan.sort(key=lambda p: p[0])
+    return plan
 
 
 def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],
@@ -445,40 +583,45 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
         flags = isa.MM_OUT8 | (isa.MM_RELU if node.attrs["relu"] else 0)
         flags |= 0 if node.attrs["transpose_b"] else isa.MM_BROWS
         out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
-        out.emit(asm.mm(a.sram, b.sram, t.sram, a.rows, k, t.cols, out8=True, relu=node.attrs["relu"],
-                        brows=not node.attrs["transpose_b"]), f"mm {node.name}",
-                 isa.mm_cycles(a.rows, k, t.cols, flags))
+        out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, k, t.cols, out8=True, relu=node.attrs["relu"],
+                           brows=not node.attrs["transpose_b"]), f"mm {node.name}",
+                    isa.mm_cycles(a.rows, k, t.cols, flags), _span(a) | _span(b), _span(t))
         return
     if node.op == "softmax":
         x = src[0]
         for r in range(x.rows):
-            prefetch(isa.smax_cycles(x.cols))
-            out.emit(asm.smax(x.sram + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"],
-                              smul=p["smul"]), f"smax {node.name} row {r}", isa.smax_cycles(x.cols))
+            prefetch()
+            out.compute(asm.smax(x.sram + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"],
+                                 smul=p["smul"]), f"smax {node.name} row {r}", isa.smax_cycles(x.cols),
+                        _span(x, r * x.row_words, x.row_words), _span(t, r * t.row_words, t.row_words))
         return
     if node.op == "argmax":
         x = src[0]
         for r in range(x.rows):
-            prefetch(isa.vec_cycles(x.cols))
-            out.emit(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}",
-                     isa.vec_cycles(x.cols))
+            prefetch()
+            out.compute(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}",
+                        isa.vec_cycles(x.cols, isa.VEC_ARGMAX), _span(x, r * x.row_words, x.row_words),
+                        _span(t, r, 1))
         return
     if node.op == "add":
         out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
-        _rowwise(out, isa.VEC_ADD, src[0], src[1], t.sram, f"add {node.name}")
+        _rowwise(out, isa.VEC_ADD, src[0], src[1], t, f"add {node.name}")
     elif node.op == "mul":
         out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
-        _rowwise(out, isa.VEC_MUL, src[0], src[1], t.sram, f"mul {node.name}")
+        _rowwise(out, isa.VEC_MUL, src[0], src[1], t, f"mul {node.name}")
     elif node.op == "relu":
-        _rowwise(out, isa.VEC_RELU, src[0], src[0], t.sram, f"relu {node.name}")
+        _rowwise(out, isa.VEC_RELU, src[0], src[0], t, f"relu {node.name}")
 
 
-def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: int, note: str) -> None:
+def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: Tensor, note: str) -> None:
     """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
     if a.cols % isa.LANES == 0:
-        out.emit(asm.vec(sub, a.sram, dst, a.rows * a.cols, b=b.sram), note, isa.vec_cycles(a.rows * a.cols))
+        n = a.rows * a.cols
+        out.compute(asm.vec(sub, a.sram, dst.sram, n, b=b.sram), note, isa.vec_cycles(n, sub, a.sram, b.sram),
+                    _span(a) | _span(b), _span(dst))
         return
     for r in range(a.rows):
         off = r * a.row_words
-        out.emit(asm.vec(sub, a.sram + off, dst + off, a.cols, b=b.sram + off), f"{note} row {r}",
-                 isa.vec_cycles(a.cols))
+        out.compute(asm.vec(sub, a.sram + off, dst.sram + off, a.cols, b=b.sram + off), f"{note} row {r}",
+                    isa.vec_cycles(a.cols, sub, a.sram + off, b.sram + off),
+                    _span(a, off, a.row_words) | _span(b, off, b.row_words), _span(dst, off, dst.row_words))

@@ -106,3 +106,27 @@ class DmaTimeline:
         self.busy_cycles += max(0, end - max(setup, self.busy_until))
         self.busy_until = max(self.busy_until, end)
         return x
+
+
+def race(x: Transfer, reads: set[int], writes: set[int], first: int, last: int) -> str | None:
+    """Why a compute instruction executing in cycles first..last, reading and writing these
+    scratchpad words, may not run beside transfer x; None when it may.
+
+    Words: it may not touch words a LOAD in flight writes, nor write words a STORE in flight reads.
+    Ports: each bank has one read and one write port, so it may not write a bank in a cycle range
+    where a LOAD writes it, nor read a bank where a STORE reads it.
+    """
+    if x.end <= first:
+        return None
+    words = set(x.sram_words.tolist())
+    clash = (reads | writes) & words if x.is_load else writes & words
+    if clash:
+        verb = "writes" if x.is_load else "reads"
+        return f"touches SRAM word {min(clash)} while the {x.kind} it {verb} (instruction {x.pc}) is in flight"
+    mine = {isa.bank_of(w) for w in (writes if x.is_load else reads)}
+    for bank, (lo, hi) in x.bank_windows.items():
+        if bank in mine and lo <= last and hi >= first:
+            port = "write" if x.is_load else "read"
+            return (f"needs the {port} port of scratchpad bank {bank} in cycles {first}..{last}, which the "
+                    f"{x.kind} of instruction {x.pc} uses in cycles {lo}..{hi}")
+    return None

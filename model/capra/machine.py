@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import isa
-from .dma import DmaTimeline
+from .dma import DmaTimeline, race
 from .isa import Instr
 
 INT8_MIN, INT8_MAX = -128, 127
@@ -101,10 +101,6 @@ class Counters:
 
 def _span(addr: int, n: int) -> set[int]:
     return set(range(addr, addr + n))
-
-
-def _banks(words: set[int]) -> set[int]:
-    return {isa.bank_of(w) for w in words}
 
 
 @dataclass
@@ -210,21 +206,10 @@ class Machine:
     # ---- compute instructions --------------------------------------------------------------------
     def _check_race(self, pc: int, access: _Access, first: int, last: int) -> None:
         """Raise if this compute instruction, executing in cycles first..last, races a transfer."""
-        read_banks, write_banks = _banks(access.reads), _banks(access.writes)
         for x in self.dma.in_flight(first):
-            words = set(x.sram_words.tolist())
-            clash = (access.reads | access.writes) & words if x.is_load else access.writes & words
-            if clash:
-                kind = "LOAD writes" if x.is_load else "STORE reads"
-                raise HazardError(f"instruction {pc} touches SRAM word {min(clash)} while the {kind} it "
-                                  f"(instruction {x.pc}, in flight until cycle {x.end}); add a WAIT")
-            mine = write_banks if x.is_load else read_banks
-            for bank, (lo, hi) in x.bank_windows.items():
-                if bank in mine and lo <= last and hi >= first:
-                    port = "write" if x.is_load else "read"
-                    raise HazardError(f"instruction {pc} needs the {port} port of scratchpad bank {bank} in cycles "
-                                      f"{first}..{last}, which the {x.kind} of instruction {x.pc} uses in "
-                                      f"cycles {lo}..{hi}; place the data in another bank or add a WAIT")
+            why = race(x, access.reads, access.writes, first, last)
+            if why:
+                raise HazardError(f"instruction {pc} {why}; place the data elsewhere or add a WAIT")
 
     def _run_compute(self, pc: int, name: str, cycles: int, access: _Access, effect) -> int:
         """Run a compute instruction decoded in cycle self.t: it executes in the next `cycles` cycles."""

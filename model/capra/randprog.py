@@ -27,53 +27,63 @@ def _pick_qcfg(rng: random.Random, src) -> list[int]:
     roll = rng.random()
     if roll < 0.1:
         return asm.qcfg(qa=rng.choice([0, 1, 0xFFFF]), qb=rng.choice([0, 1, 0xFFFF]),
-                        shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=src())
+                        shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=src(17))
     return asm.qcfg(qa=rng.randrange(1, 1 << 16), qb=rng.randrange(0, 1 << 16),
-                    shift=rng.randrange(8, 26), bias=src())
+                    shift=rng.randrange(8, 26), bias=src(17))
 
 
-def _candidate(rng: random.Random, live: np.ndarray) -> list[int]:
-    """A random instruction. Operands are read mostly from `live` words (scratchpad words the
-    program wrote), so that a wrong result usually shows up in what the program stores; matmuls
-    cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1."""
+def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[int]:
+    """A random instruction. Operands are read mostly from spans of words the program wrote, so
+    that the instruction is valid and a wrong result usually shows up in what the program stores;
+    matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1."""
+    live = np.flatnonzero(written)
 
     def sram() -> int:
         return rng.randrange(0, 3500)
 
-    def src() -> int:
-        if len(live) and rng.random() < 0.8:
-            return min(3500, int(live[rng.randrange(len(live))]))
+    def src(n: int = 1) -> int:
+        """The start of n written words in a row (usually), else any word."""
+        if len(live) and rng.random() < 0.9:
+            for _ in range(8):
+                start = int(live[rng.randrange(len(live))])
+                if start + n <= len(written) and written[start : start + n].all():
+                    return start
         return sram()
 
     kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"],
-                       weights=[5, 2, 1, 2, 4, 4, 2])[0]
+                       weights=[5, 2, 1, 2, 5, 4, 2])[0]
     if kind == "load":
         rows, cols = rng.randint(1, 4), rng.randint(4, 32)
         return asm.load(sram(), rng.randrange(0, DATA_WORDS - 100), rows, cols,
                         ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
     if kind == "store":
         rows, cols = rng.randint(1, 3), rng.randint(1, 24)
-        return asm.store(src(), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
-                         ext_stride=cols + rng.randint(0, 3), sram_stride=cols + rng.randint(0, 3))
+        stride = cols + rng.choice([0, 0, rng.randint(1, 3)])
+        return asm.store(src((rows - 1) * stride + cols), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
+                         ext_stride=cols + rng.randint(0, 3), sram_stride=stride)
     if kind == "wait":
-        return asm.wait(rng.choice([0, 1]))
+        return asm.wait(rng.randrange(isa.DMA_QUEUE))
     if kind == "qcfg":
         return _pick_qcfg(rng, src)
     if kind == "mm":
-        r = rng.choice([1, 1, 2, 3, 4, rng.randint(1, 9)])
+        r = rng.choice([1, 1, 2, 3, 4, 5, 8, 9, rng.randint(1, 9)])
         k = rng.choice([1, 4, 16, rng.randint(1, 40), rng.randint(1, 40)])
-        return asm.mm(src(), src(), sram(), r, k, rng.choice([1, 4, rng.randint(1, 17)]),
-                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=rng.random() < 0.3,
-                      brows=rng.random() < 0.5)
+        m = rng.choice([1, 4, rng.randint(1, 17)])
+        brows = rng.random() < 0.5
+        kw, mw = isa.words_for(k), isa.words_for(m)
+        bias = rng.random() < 0.3 and bool(written[qbias : qbias + m].all())  # the QCFG bias words exist
+        return asm.mm(src(r * kw), src(k * mw if brows else m * kw), sram(), r, k, m,
+                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=bias, brows=brows)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
-        a = src()
         n = rng.randint(1, 70)
+        a = src(isa.words_for(n))
         dst = a if rng.random() < 0.2 else sram()
-        return asm.vec(sub, a, dst, n, b=src())
-    x = src()
+        return asm.vec(sub, a, dst, n, b=src(isa.words_for(n)))
+    n = rng.randint(1, 70)
+    x = src(isa.words_for(n))
     smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])
-    return asm.smax(x, x if rng.random() < 0.2 else sram(), rng.randint(1, 70),
+    return asm.smax(x, x if rng.random() < 0.2 else sram(), n,
                     sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 
 
@@ -99,7 +109,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATEN
     attempts = 0
     while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
         attempts += 1
-        words = _candidate(rng, np.flatnonzero(mach.written))
+        words = _candidate(rng, mach.written, mach.qbias)
         if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
             # make the result visible: store the words just written
             dst = isa.Instr.decode(words).c
