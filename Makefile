@@ -1,4 +1,5 @@
-# Capra: make sim (the Chapter 15 run on both simulators), make test (the whole suite).
+# Capra: make sim (the Chapter 15 run on both simulators), make test (the whole suite),
+# make synth (iCE40 area, Fmax and memory check of every RTL block; make synth-check: the memory check only).
 # Every target creates the virtual environment it needs from pyproject.toml.
 
 PYTHON3 ?= python3
@@ -6,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures bench waves ch12 report tools clean
+.PHONY: sim test lint mut mut-all examples figures bench waves ch12 report tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -22,6 +23,22 @@ $(STAMP): pyproject.toml
 tools:
 	@command -v iverilog >/dev/null 2>&1 || { echo "Icarus Verilog is missing: apt-get install iverilog"; exit 1; }
 	@command -v verilator >/dev/null 2>&1 || { echo "Verilator is missing: apt-get install verilator"; exit 1; }
+
+# The same for the synthesis tools (tools/synth.py needs only the Python standard library).
+SYNTH_INSTALL := apt-get install yosys nextpnr-ice40 fpga-icestorm
+synth-tools:
+	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
+	@command -v nextpnr-ice40 >/dev/null 2>&1 || { echo "nextpnr-ice40 is missing: $(SYNTH_INSTALL)"; exit 1; }
+
+# Options for tools/synth.py, e.g. make synth SYNTH_ARGS="--no-cache divu requant"
+SYNTH_ARGS ?=
+
+synth: synth-tools
+	$(PYTHON3) tools/synth.py $(SYNTH_ARGS)
+
+synth-check:
+	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
+	$(PYTHON3) tools/synth.py --check-memories $(SYNTH_ARGS)
 
 sim: $(STAMP) tools
 	$(PY) tools/ch15_run.py
@@ -61,4 +78,4 @@ waves: $(STAMP) tools
 	$(PY) tools/waves.py
 
 clean:
-	rm -rf out/sim out/cocotb out/tests out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
+	rm -rf out/sim out/cocotb out/tests out/synth out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
