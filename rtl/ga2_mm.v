@@ -30,8 +30,9 @@
 // The writer reads a pass's results READ_TO_RES cycles after its last B read (3 to reach the array,
 // 3 in a PE, N-1 of skew) and handles W slots, one per cycle: W = U for int8 output (one word
 // each), U*N for int32 (one result each), U = used rows g*rt (BROWS) or columns rt (dot). A slot
-// is written WR_LAT cycles after it is read (bias and relu, then requant's five stages); `done` is
-// high in the cycle of the last slot's write (a slot with nothing to write still takes its cycle).
+// is written WR_LAT cycles after it is read (bias and relu, then the five stages of the requant
+// bank, which ga2 shares between this unit and the vector unit); `done` is high in the cycle of the
+// last slot's write (a slot with nothing to write still takes its cycle).
 // G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
 // words until its last slot.
 module ga2_mm (
@@ -54,7 +55,13 @@ module ga2_mm (
     output wire         we,
     output wire [11:0]  waddr,
     output wire [31:0]  wdata,
-    output wire         done
+    output wire         done,
+    // the requant bank (four requant pipelines in ga2, shared with the vector unit): four int32
+    // lanes in, four int8 lanes out five cycles later
+    output wire [127:0] rq_acc,
+    output wire [15:0]  rq_mult,
+    output wire [5:0]   rq_shift,
+    input  wire [31:0]  rq_y
 );
     `include "ga2_defs.vh"
     // The array is as wide as a word has int8 lanes: a column tile is one word of four outputs, and
@@ -656,12 +663,16 @@ module ga2_mm (
         w1_addr <= s_addr;
     end
 
-    // requantize the four lanes; the slot's address, lanes and int32 value keep pace
+    // requantize the four lanes in the requant bank; the slot's address, lanes and int32 value
+    // keep pace
+    assign rq_acc   = {w1_val[3], w1_val[2], w1_val[1], w1_val[0]};
+    assign rq_mult  = qa_r;
+    assign rq_shift = qs_r;
     wire [7:0] y8 [0:N-1];
     genvar gq;
     generate
         for (gq = 0; gq < N; gq = gq + 1) begin : g_rq
-            requant u_rq (.clk(clk), .acc(w1_val[gq]), .mult(qa_r), .shift(qs_r), .y(y8[gq]));
+            assign y8[gq] = rq_y[gq*8 +: 8];
         end
     endgenerate
     localparam integer RQ = WR_LAT - 1;  // requant's latency

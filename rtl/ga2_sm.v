@@ -13,12 +13,13 @@
 //
 // Timing: the start cycle is 0, cycle 1 sets up, then each pass reads one word per cycle on the
 // scratchpad's p0 port, its data two cycles later:
-//   pass 1 reads in cycles 2 .. nw+1 (nw = ceil(n/4)); the max is final when pass 2's data arrives
-//   pass 2 reads in cycles nw+2 .. 2nw+1, then one slot for the sink (a zero term without it);
+//   pass 1 reads in cycles 2 .. nw+1 (nw = ceil(n/4)); a word's maximum takes two cycles (a tree
+//     of compares, then the running maximum), so the max is final when pass 2's data arrives
+//   pass 2 reads in cycles nw+3 .. 2nw+2, then one slot for the sink (a zero term without it);
 //     per slot: difference times smul, shift and clamp, table read, lane sum, running sum
 //   the division starts when the sum is final and pass 3 starts the cycle after divu says done;
 //   pass 3 writes each word five cycles after its data arrives.
-// `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 17.
+// `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 18.
 module ga2_sm (
     input  wire        clk,
     input  wire        rst,
@@ -39,9 +40,9 @@ module ga2_sm (
 );
     `include "ga2_defs.vh"
 
-    localparam [2:0] S_IDLE = 3'd0, S_SETUP = 3'd1, S_MAX = 3'd2, S_SUM = 3'd3, S_SINK = 3'd4,
-                     S_DIV = 3'd5, S_NORM = 3'd6, S_END = 3'd7;
-    reg [2:0]  state;
+    localparam [3:0] S_IDLE = 4'd0, S_SETUP = 4'd1, S_MAX = 4'd2, S_GAP = 4'd3, S_SUM = 4'd4,
+                     S_SINK = 4'd5, S_DIV = 4'd6, S_NORM = 4'd7, S_END = 4'd8;
+    reg [3:0]  state;
     reg [15:0] len, nw, w;
     reg [11:0] ps, pd;
     reg        has_sink;
@@ -106,8 +107,9 @@ module ga2_sm (
                 end
                 S_MAX: begin
                     w <= last_w ? 16'd0 : w + 16'd1;
-                    if (last_w) state <= S_SUM;
+                    if (last_w) state <= S_GAP;
                 end
+                S_GAP: state <= S_SUM;  // the last word's maximum reaches m
                 S_SUM: begin
                     w <= last_w ? 16'd0 : w + 16'd1;
                     if (last_w) state <= S_SINK;
@@ -147,18 +149,29 @@ module ga2_sm (
         end
     end
 
-    // pass 1: the running maximum
-    reg [7:0] word_max;
-    always @(*) begin
-        word_max = m;
-        for (l = 0; l < 4; l = l + 1) begin
-            if (ok[l] && $signed(x[l]) > $signed(word_max)) word_max = x[l];
+    // pass 1: each word's maximum by a tree of compares (registered), then the running maximum
+    function [7:0] max8;
+        input [7:0] p;
+        input [7:0] q;
+        begin
+            max8 = ($signed(p) > $signed(q)) ? p : q;
         end
-    end
+    endfunction
+    wire [7:0] lane_x [0:3];
+    genvar gm;
+    generate
+        for (gm = 0; gm < 4; gm = gm + 1) begin : g_max
+            assign lane_x[gm] = ok[gm] ? x[gm] : 8'h80;  // -128 never raises a maximum
+        end
+    endgenerate
+    reg [7:0] word_max;
+    reg       word_max_on;
     always @(posedge clk) begin
+        word_max <= max8(max8(lane_x[0], lane_x[1]), max8(lane_x[2], lane_x[3]));
+        word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
-        else if (k2 == K_MAX) m <= word_max;
+        else if (word_max_on) m <= max8(m, word_max);
     end
 
     // passes 2 and 3: table index, table value

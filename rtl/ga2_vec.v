@@ -3,7 +3,7 @@
 // ga2_vec: the element-wise unit, four int8 lanes (one word of each operand) per cycle.
 //   COPY y = a;  RELU y = max(a, 0);  MAX y = max(a, b)
 //   ADD  y = sat8((a*qa + b*qb + rnd) >> qs)     (a residual of two tensors with their own scales)
-//   MUL  y = sat8((a*(b*qa) + rnd) >> qs)        (element-wise products, e.g. rotary positions)
+//   MUL  y = sat8((a*b*qa + rnd) >> qs)          (element-wise products, e.g. rotary positions)
 //   ARGMAX: one int32 word, the index of the first maximum of a[0:n]
 // rnd = 2^(qs-1) (none when qs = 0). Lanes past n are written as zero.
 //
@@ -11,9 +11,10 @@
 // operand per cycle: `a` on the scratchpad's p0 port, `b` on p1. When word w of a and word w of b
 // lie in the same bank (same lane and group) the bank cannot answer both, so b is read one cycle
 // later: such a word costs two cycles. A word's operands are here two cycles after its last read;
-// it is written five cycles after that (products, sum, rounding, shift, saturation). ARGMAX writes
-// its index in the cycle the last word would be written. `done` is high in the cycle of the last
-// write: cycles = nw + C + 8, nw = ceil(n/4) words, C = the words whose operands share a bank.
+// it is written eight cycles after that (products, ADD's sum, the requant bank's five stages that
+// ga2 shares with the matmul engine, the write). ARGMAX writes its index in the cycle the last word
+// would be written. `done` is high in the cycle of the last write: cycles = nw + C + 11,
+// nw = ceil(n/4) words, C = the words whose operands share a bank.
 module ga2_vec (
     input  wire        clk,
     input  wire        rst,
@@ -35,10 +36,15 @@ module ga2_vec (
     output reg         we,
     output reg  [11:0] waddr,
     output reg  [31:0] wdata,
-    output reg         done
+    output reg         done,
+    // the requant bank (see ga2_mm): four int32 lanes in, four int8 lanes out five cycles later
+    output wire [127:0] rq_acc,
+    output wire [15:0]  rq_mult,
+    output wire [5:0]   rq_shift,
+    input  wire [31:0]  rq_y
 );
     `include "ga2_defs.vh"
-    localparam integer LAT = 5;  // operands here -> written
+    localparam integer LAT = 8;  // operands here -> written
 
     // ------------------------------------------------------------------ instruction and reads
     reg        setup, issuing, second;
@@ -137,60 +143,44 @@ module ga2_vec (
     end
 
     // --------------------------------------------------------------------- the lanes' pipeline
+    // Stage 1: the products (ADD: a*qa and b*qb; MUL: a*b) and the results that need no
+    // requantization. Stage 2: ADD's sum, which with MUL's product goes to the requant bank
+    // (ADD: multiplier 1; MUL: qa) and comes back five cycles later; the rest keeps pace.
     wire [31:0] a_word = t2_split ? a_hold : ra_data;
     wire [15:0] first  = {t2_w, 2'b00};  // element index of lane 0 in this word
 
-    reg  [7:0]  s1_a [0:3];
-    reg  [7:0]  s1_b [0:3];
-    reg  signed [24:0] s1_pa [0:3];          // ADD: a*qa
-    reg  signed [24:0] s1_pb [0:3];          // ADD: b*qb; MUL: b*qa
-    reg  signed [49:0] s2_sum [0:3];       // 50 bits: the rounding term reaches 2^46
-    reg  [7:0]  s2_a [0:3];
-    reg  [7:0]  s2_b [0:3];
-    reg  signed [49:0] s3_sum [0:3];
-    reg  [7:0]  s3_a [0:3];
-    reg  [7:0]  s3_b [0:3];
-    reg  signed [49:0] s4_q [0:3];
-    reg  [7:0]  s4_a [0:3];
-    reg  [7:0]  s4_b [0:3];
-    reg  [3:0]  s1_ok, s2_ok, s3_ok, s4_ok;  // lanes below n
-    reg  [LAT-1:1] p_on, p_last;            // the word's place in the pipeline
+    reg  signed [24:0] s1_pa [0:3];
+    reg  signed [24:0] s1_pb [0:3];
+    reg  signed [15:0] s1_ab [0:3];
+    reg  [7:0]  s1_y [0:3];             // COPY, RELU, MAX
+    reg  [31:0] s2_acc [0:3];
+    reg  [3:0]  s1_ok;
+    reg  [LAT-1:1] p_on, p_last;        // the word's place in the pipeline
     reg  [11:0] p_addr [1:LAT-1];
-    wire signed [49:0] rnd = (qs_r == 6'd0) ? 50'sd0 : (50'sd1 <<< (qs_r - 6'd1));
-
-    function [7:0] sat8;
-        input signed [49:0] v;
-        begin
-            sat8 = (v > 50'sd127) ? 8'h7f : (v < -50'sd128) ? 8'h80 : v[7:0];
-        end
-    endfunction
-
+    reg  [31:0] p_simple [2:LAT-1];     // the four lanes of a result without requantization
+    reg  [3:0]  p_ok [2:LAT-1];
     integer l, s;
     always @(posedge clk) begin
         for (l = 0; l < 4; l = l + 1) begin
-            // stage 1: the products
-            s1_a[l] <= a_word[l*8 +: 8];
-            s1_b[l] <= rb_data[l*8 +: 8];
             s1_pa[l] <= $signed(a_word[l*8 +: 8]) * $signed({1'b0, qa_r});
-            s1_pb[l] <= $signed(rb_data[l*8 +: 8]) * $signed({1'b0, (op == VEC_MUL) ? qa_r : qb_r});
+            s1_pb[l] <= $signed(rb_data[l*8 +: 8]) * $signed({1'b0, qb_r});
+            s1_ab[l] <= $signed(a_word[l*8 +: 8]) * $signed(rb_data[l*8 +: 8]);
             s1_ok[l] <= (first + l[15:0]) < len;
-            // stage 2: the sum (ADD) or the second product (MUL)
-            s2_sum[l] <= (op == VEC_MUL) ? $signed(s1_a[l]) * s1_pb[l]
-                                         : ($signed({{25{s1_pa[l][24]}}, s1_pa[l]}) + $signed({{25{s1_pb[l][24]}}, s1_pb[l]}));
-            s2_a[l] <= s1_a[l];
-            s2_b[l] <= s1_b[l];
-            // stage 3: round
-            s3_sum[l] <= s2_sum[l] + rnd;
-            s3_a[l] <= s2_a[l];
-            s3_b[l] <= s2_b[l];
-            // stage 4: shift
-            s4_q[l] <= s3_sum[l] >>> qs_r;
-            s4_a[l] <= s3_a[l];
-            s4_b[l] <= s3_b[l];
+            case (op)
+                VEC_RELU: s1_y[l] <= a_word[l*8 + 7] ? 8'd0 : a_word[l*8 +: 8];
+                VEC_MAX:  s1_y[l] <= ($signed(a_word[l*8 +: 8]) > $signed(rb_data[l*8 +: 8])) ? a_word[l*8 +: 8]
+                                                                                          : rb_data[l*8 +: 8];
+                default:  s1_y[l] <= a_word[l*8 +: 8];
+            endcase
+            s2_acc[l] <= (op == VEC_ADD) ? $signed({{7{s1_pa[l][24]}}, s1_pa[l]}) + $signed({{7{s1_pb[l][24]}}, s1_pb[l]})
+                                         : {{16{s1_ab[l][15]}}, s1_ab[l]};
         end
-        s2_ok <= s1_ok;
-        s3_ok <= s2_ok;
-        s4_ok <= s3_ok;
+        p_simple[2] <= {s1_y[3], s1_y[2], s1_y[1], s1_y[0]};
+        p_ok[2] <= s1_ok;
+        for (s = 3; s < LAT; s = s + 1) begin
+            p_simple[s] <= p_simple[s-1];
+            p_ok[s] <= p_ok[s-1];
+        end
         p_addr[1] <= pd + t2_w[11:0];
         for (s = 2; s < LAT; s = s + 1) p_addr[s] <= p_addr[s-1];
     end
@@ -203,47 +193,46 @@ module ga2_vec (
             p_last <= {p_last[LAT-2:1], t2_last};
         end
     end
+    assign rq_acc   = {s2_acc[3], s2_acc[2], s2_acc[1], s2_acc[0]};
+    assign rq_mult  = (op == VEC_ADD) ? 16'd1 : qa_r;
+    assign rq_shift = qs_r;
 
-    // ARGMAX: the running first maximum, updated as each word's operands arrive
-    reg [7:0]  best;
-    reg [15:0] best_idx;
-    reg [7:0]  scan_v;
-    reg [15:0] scan_i;
+    // ARGMAX: each word's first maximum by a tree of compares (registered), then the running one
+    function [23:0] first_max;        // {value, index} of the larger; the earlier on a tie
+        input [23:0] p;
+        input [23:0] q;
+        begin
+            first_max = ($signed(q[23:16]) > $signed(p[23:16])) ? q : p;
+        end
+    endfunction
+    wire [23:0] cand [0:3];
+    genvar gl;
+    generate
+        for (gl = 0; gl < 4; gl = gl + 1) begin : g_cand
+            localparam [15:0] LANE = gl;
+            // a lane past n can never win: it becomes the smallest value at the largest index
+            assign cand[gl] = ((first + LANE) < len) ? {a_word[gl*8 +: 8], first + LANE} : {8'h80, 16'hffff};
+        end
+    endgenerate
+    reg [23:0] word_best, best;
+    reg        word_on;
+    always @(posedge clk) begin
+        word_best <= first_max(first_max(cand[0], cand[1]), first_max(cand[2], cand[3]));
+        word_on <= !rst && t2_on;
+        if (rst || start) best <= {8'h80, 16'd0};
+        else if (word_on) best <= first_max(best, word_best);
+    end
+
+    // the write: requantized lanes (ADD, MUL), the others, or ARGMAX's index; zero past n
+    wire requantized = (op == VEC_ADD) || (op == VEC_MUL);
+    wire is_argmax   = (op == VEC_ARGMAX);
+    reg [7:0] y [0:3];
     integer q;
     always @(*) begin
-        scan_v = best;
-        scan_i = best_idx;
         for (q = 0; q < 4; q = q + 1) begin
-            if (((first + q[15:0]) < len) && $signed(a_word[q*8 +: 8]) > $signed(scan_v)) begin
-                scan_v = a_word[q*8 +: 8];
-                scan_i = first + q[15:0];
-            end
+            y[q] = !p_ok[LAT-1][q] ? 8'd0 : requantized ? rq_y[q*8 +: 8] : p_simple[LAT-1][q*8 +: 8];
         end
     end
-    always @(posedge clk) begin
-        if (rst || start) begin
-            best <= 8'h80;
-            best_idx <= 16'd0;
-        end else if (t2_on) begin
-            best <= scan_v;
-            best_idx <= scan_i;
-        end
-    end
-
-    // stage 5: saturate, choose the operation's result, write
-    reg [7:0] y [0:3];
-    always @(*) begin
-        for (q = 0; q < 4; q = q + 1) begin
-            case (op)
-                VEC_COPY: y[q] = s4_a[q];
-                VEC_RELU: y[q] = s4_a[q][7] ? 8'd0 : s4_a[q];
-                VEC_MAX:  y[q] = ($signed(s4_a[q]) > $signed(s4_b[q])) ? s4_a[q] : s4_b[q];
-                default:  y[q] = sat8(s4_q[q]);
-            endcase
-            if (!s4_ok[q]) y[q] = 8'd0;
-        end
-    end
-    wire is_argmax = (op == VEC_ARGMAX);
     always @(posedge clk) begin
         if (rst) begin
             we <= 1'b0;
@@ -254,7 +243,7 @@ module ga2_vec (
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
             waddr <= is_argmax ? pd : p_addr[LAT-1];
-            wdata <= is_argmax ? {16'd0, best_idx} : {y[3], y[2], y[1], y[0]};
+            wdata <= is_argmax ? {16'd0, best[15:0]} : {y[3], y[2], y[1], y[0]};
         end
     end
 endmodule

@@ -4,8 +4,8 @@
 // an FPGA block RAM (iCE40 SB_RAM40_4K, Xilinx/Lattice simple dual-port) and of a two-port SRAM macro.
 //   write: with we high in cycle t, mem[waddr] = wdata from cycle t + 1 on
 //   read:  with re high in cycle t, rdata = mem[raddr] in cycle t + 1 (and held while re is low)
-// A read of the word being written in the same cycle returns the old word. GA2 never does that
-// (the machine model rejects programs that would), so no bypass is needed.
+// What a read of the word being written in the same cycle returns is left open (block RAMs
+// differ); GA2 never does that (the machine model rejects programs that would).
 module ram_1r1w #(
     parameter integer WIDTH = 32,
     parameter integer DEPTH = 256,
@@ -19,6 +19,8 @@ module ram_1r1w #(
     input  wire [AW-1:0]    raddr,
     output reg  [WIDTH-1:0] rdata
 );
+    // GA2 never reads a word in the cycle it writes it, so synthesis needs no bypass logic for that
+    (* no_rw_check *)
     reg [WIDTH-1:0] mem [0:DEPTH-1];
 
     always @(posedge clk) begin

@@ -55,7 +55,7 @@ BLOCKS = [
     Block("rowmem", "rowmem", _rtl("rowmem"), "cocotb_rowmem"),
     Block("sram", "sram", _rtl("sram"), "cocotb_sram"),
     Block("dma", "dma_wrap", _rtl("dma", "sram") + ("tb/cocotb/dma_wrap.v",), "cocotb_dma"),
-    Block("ga2_vec", "vec_wrap", _rtl("ga2_vec", "sram", "ram_1r1w") + ("tb/cocotb/vec_wrap.v",),
+    Block("ga2_vec", "vec_wrap", _rtl("ga2_vec", "requant", "sram", "ram_1r1w") + ("tb/cocotb/vec_wrap.v",),
           "cocotb_ga2_vec"),
     Block("ga2_sm", "sm_wrap", _rtl("ga2_sm", "exp_lut", "divu", "sram", "ram_1r1w") + ("tb/cocotb/sm_wrap.v",),
           "cocotb_ga2_sm"),

@@ -227,3 +227,17 @@ def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code):
         run_program(code + asm.halt(), [], EXTW)  # the model refuses it too
     line = verdict(replay(sim, [_raw_record(code + asm.halt())], "illegal", EXTW)[1])
     assert line.startswith("FAIL: program 0 halted on an illegal instruction"), f"{what}: {line}"
+
+
+@needs_icarus
+@needs_verilator
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_running_past_the_last_instruction_halts_as_illegal(sim):
+    from capra import ProgramError
+    from capra.machine import run_program
+
+    code = asm.wait() * isa.IMEM_INSTRS  # a full instruction memory and no HALT
+    with pytest.raises(ProgramError, match="runs past the last instruction"):
+        run_program(code, [], EXTW)
+    line = verdict(replay(sim, [_raw_record(code)], "past_imem", EXTW)[1])
+    assert line.startswith("FAIL: program 0 halted on an illegal instruction"), line

@@ -62,20 +62,21 @@ class Block:
 # is not in a block's files is read from rtl/<module>.v (Yosys `hierarchy -libdir rtl`), so a new
 # helper module in its own file needs no change here.
 BLOCKS: tuple[Block, ...] = (
-    Block("sram", "sram", ("rtl/sram.v",), {"WORDS": 4096, "AW": 12}),
-    Block("dma", "dma", ("rtl/dma.v",)),
+    Block("ram_1r1w", "ram_1r1w", ("rtl/ram_1r1w.v",), {"WIDTH": 32, "DEPTH": 256, "AW": 8}),
+    Block("sram", "sram", ("rtl/sram.v", "rtl/ram_1r1w.v"), {"WORDS": 4096, "AW": 12}),
+    Block("dma", "dma", ("rtl/dma.v",), {"QUEUE": 4, "PENDING": 32}),
     Block("systolic", "systolic", ("rtl/systolic.v",), {"N": 4}),
     Block("requant", "requant", ("rtl/requant.v",)),
     Block("exp_lut", "exp_lut", ("rtl/exp_lut.v",)),
     Block("divu", "divu", ("rtl/divu.v",)),
-    Block("rowmem", "rowmem", ("rtl/rowmem.v",), {"NB": 4, "DEPTH": 1024, "IW": 10}),
-    Block("ga2_vec", "ga2_vec", ("rtl/ga2_vec.v", "rtl/requant.v")),
+    Block("rowmem", "rowmem", ("rtl/rowmem.v", "rtl/ram_1r1w.v"), {"NB": 4, "DEPTH": 256, "AW": 8, "BW": 2}),
+    Block("ga2_vec", "ga2_vec", ("rtl/ga2_vec.v",)),
     Block("ga2_sm", "ga2_sm", ("rtl/ga2_sm.v", "rtl/exp_lut.v", "rtl/divu.v")),
-    Block("ga2_mm", "ga2_mm", ("rtl/ga2_mm.v", "rtl/rowmem.v", "rtl/systolic.v", "rtl/requant.v")),
+    Block("ga2_mm", "ga2_mm", ("rtl/ga2_mm.v", "rtl/rowmem.v", "rtl/ram_1r1w.v", "rtl/systolic.v", "rtl/requant.v")),
     # The whole chip does not fit an HX8K: area only.
     Block("ga2", "ga2", ("rtl/ga2.v", "rtl/dma.v", "rtl/ga2_mm.v", "rtl/rowmem.v", "rtl/systolic.v",
                          "rtl/requant.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/exp_lut.v", "rtl/divu.v",
-                         "rtl/sram.v"), pnr=False),
+                         "rtl/sram.v", "rtl/ram_1r1w.v"), pnr=False),
 )
 
 MEMORY_LIMIT_BITS = 1024  # a memory this big or bigger must be block RAM

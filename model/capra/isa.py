@@ -163,11 +163,6 @@ def words_for(n_int8: int) -> int:
 # --- timing: the cycle cost of each instruction, shared by the model and the docs --------------
 
 
-def dma_cycles(rows: int, cols: int) -> int:
-    """Cycles the DMA engine is busy for one transfer of rows x cols words (one word per cycle)."""
-    return DMA_SETUP + rows * cols
-
-
 def mm_geometry(r: int, flags: int) -> list[tuple[int, int, int, int]]:
     """The batch tiles of an MM with R rows: (rows rt, groups g, writer slots W, spacing G) each.
 
@@ -219,7 +214,7 @@ def bank_of(addr: int) -> int:
     return (addr >> 10) * LANES + (addr % LANES)
 
 
-VEC_LATENCY = 5  # a VEC word's operands are here -> it is written (products, sum, round, shift, saturate)
+VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
 
 
 def vec_clashes(n: int, a: int, b: int) -> int:
@@ -235,7 +230,7 @@ def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
     return 1 + words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
 
 
-SMAX_LATENCY = 17  # the softmax pipeline's fixed cycles beyond its three passes and the division
+SMAX_LATENCY = 18  # the softmax pipeline's fixed cycles beyond its three passes and the division
 
 
 def smax_cycles(n: int) -> int:

@@ -1,8 +1,8 @@
 `timescale 1ns/1ps
 `default_nettype none
-// mm_wrap: ga2_mm beside the scratchpad, wired as in ga2.v (the unit owns the p0 line read port and
-// the compute write port), plus a host port on the DMA side (dr read port, wd write port) through
-// which the cocotb test fills and checks the scratchpad.
+// mm_wrap: ga2_mm beside the scratchpad and the requant bank, wired as in ga2.v (the unit owns the
+// p0 line read port and the compute write port), plus a host port on the DMA side (dr read port,
+// wd write port) through which the cocotb test fills and checks the scratchpad.
 module mm_wrap (
     input  wire        clk,
     input  wire        rst,
@@ -26,6 +26,10 @@ module mm_wrap (
     input  wire [11:0] host_raddr,
     output wire [31:0] host_rdata
 );
+    wire [127:0] rq_acc;
+    wire [15:0]  rq_mult;
+    wire [5:0]   rq_shift;
+    wire [31:0]  rq_y;
     wire [3:0]   rd_mask;
     wire [11:0]  rd_addr, waddr;
     wire [127:0] rd_data;
@@ -35,8 +39,17 @@ module mm_wrap (
         .clk(clk), .rst(rst), .start(start), .flags(flags), .r_total(r_total), .k_len(k_len),
         .m_total(m_total), .a_base(a_base), .b_base(b_base), .out_base(out_base), .qa(qa), .qs(qs),
         .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr), .rd_data(rd_data), .we(unit_we),
-        .waddr(waddr), .wdata(wdata), .done(done)
+        .waddr(waddr), .wdata(wdata), .done(done),
+        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_y(rq_y)
     );
+
+    // the requant bank, as in ga2.v
+    genvar l;
+    generate
+        for (l = 0; l < 4; l = l + 1) begin : g_rq
+            requant u_rq (.clk(clk), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
+        end
+    endgenerate
 
     sram #(.WORDS(4096), .AW(12)) u_sram (
         .clk(clk),

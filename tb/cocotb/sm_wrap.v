@@ -24,7 +24,9 @@ module sm_wrap (
 );
     wire         re;
     wire [11:0]  rd_addr, waddr;
-    wire [127:0] line;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [127:0] line;  // the unit reads word 0 of the p0 line only
+    /* verilator lint_on UNUSEDSIGNAL */
     wire [31:0]  wdata, unused_p1;
 
     ga2_sm u_sm (

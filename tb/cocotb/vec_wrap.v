@@ -1,8 +1,8 @@
 `timescale 1ns/1ps
 `default_nettype none
-// vec_wrap: ga2_vec beside the scratchpad, wired as in ga2.v (the unit reads a on the p0 port and b
-// on p1, and owns the compute write port), plus a host port on the DMA side (dr read port, wd write
-// port) through which the cocotb test fills and checks the scratchpad.
+// vec_wrap: ga2_vec beside the scratchpad and the requant bank, wired as in ga2.v (the unit reads a
+// on the p0 port and b on p1, and owns the compute write port), plus a host port on the DMA side
+// (dr read port, wd write port) through which the cocotb test fills and checks the scratchpad.
 module vec_wrap (
     input  wire        clk,
     input  wire        rst,
@@ -24,17 +24,32 @@ module vec_wrap (
     input  wire [11:0] host_raddr,
     output wire [31:0] host_rdata
 );
+    wire [127:0] rq_acc;
+    wire [15:0]  rq_mult;
+    wire [5:0]   rq_shift;
+    wire [31:0]  rq_y;
     wire         ra_en, rb_en;
     wire [11:0]  ra_addr, rb_addr, waddr;
-    wire [127:0] line;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [127:0] line;  // the unit reads word 0 of the p0 line only
+    /* verilator lint_on UNUSEDSIGNAL */
     wire [31:0]  rb_data, wdata;
 
     ga2_vec u_vec (
         .clk(clk), .rst(rst), .start(start), .sub(sub), .n(n), .src_a(src_a), .src_b(src_b), .dst(dst),
         .qa(qa), .qb(qb), .qs(qs), .ra_en(ra_en), .ra_addr(ra_addr), .ra_data(line[31:0]),
         .rb_en(rb_en), .rb_addr(rb_addr), .rb_data(rb_data),
-        .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done)
+        .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
+        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_y(rq_y)
     );
+
+    // the requant bank, as in ga2.v
+    genvar l;
+    generate
+        for (l = 0; l < 4; l = l + 1) begin : g_rq
+            requant u_rq (.clk(clk), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
+        end
+    endgenerate
 
     sram #(.WORDS(4096), .AW(12)) u_sram (
         .clk(clk),
