@@ -135,7 +135,7 @@ module ga2 (
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
-        .a_base(fa[11:0]), .b_base(fb[11:0]), .out_base(fc[11:0]), .qa(qa), .qs(qs), .qbias(qbias),
+        .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[11:0]), .b_base(fb[11:0]), .out_base(fc[11:0]), .qa(qa), .qs(qs), .qbias(qbias),
         .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
         .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_y(rq_y)
     );

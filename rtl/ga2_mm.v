@@ -3,7 +3,9 @@
 // ga2_mm: the matmul engine around the systolic array.
 //   out[r][m] = sum_k A[r][k] * B(k, m)  (+ bias[m]) (relu) (requantized to int8, or kept int32)
 // A is R packed int8 rows of K. B is K rows of M (flag BROWS: x @ W) or M rows of K (dot products
-// with rows, as in q @ K.T). A is taken N rows at a time (a batch tile of rt rows).
+// with rows, as in q @ K.T). A is taken N rows at a time (a batch tile of rt rows). A column window
+// (first column tile, number of tiles; 0 = to the last) restricts the work to those output columns,
+// so a program can run the part of a matmul whose weights have arrived.
 //
 // Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, one word per
 // cycle). Then B streams from the scratchpad, one read per cycle, in passes of one reduction each:
@@ -24,7 +26,7 @@
 //                 cycles, rt*kw reads, one cycle for the last rowmem write to land. A tile before
 //                 another is full (rt = N, so G >= 2N-1): its operands leave the array before the
 //                 next tile's group layout takes effect.
-//   passes        ceil(ceil(M/4) / g) of them (dot: g = 1); a pass reads R = (BROWS ? K : 4*kw)
+//   passes        ceil(window tiles / g) of them (dot: g = 1); a pass reads R = (BROWS ? K : 4*kw)
 //                 + BIAS words (the bias line comes after the B reads); every pass but a tile's
 //                 first takes max(R, G) cycles, G = W + N - 1 (+ 2 with BIAS), pad cycles first.
 // The writer reads a pass's results READ_TO_RES cycles after its last B read (3 to reach the array,
@@ -43,6 +45,8 @@ module ga2_mm (
     input  wire [15:0]  r_total,
     input  wire [15:0]  k_len,
     input  wire [15:0]  m_total,
+    input  wire [7:0]   win_first,    // the column window: first column tile
+    input  wire [3:0]   win_tiles,    // and its tiles (0: to the last column tile)
     input  wire [11:0]  a_base,
     input  wire [11:0]  b_base,
     input  wire [11:0]  out_base,
@@ -77,7 +81,8 @@ module ga2_mm (
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
     reg [10:0] kw2, kw3;              // 2*kw, 3*kw (dot: the offsets of B rows 4t+2, 4t+3)
-    reg [15:0] tiles;                 // column tiles: ceil(M/4)
+    reg [11:0] tiles;                 // column tiles: ceil(M/4) (a word row of an operand: < 4096)
+    reg [15:0] t_first, t_end;        // the column window's first tile and the tile after its last
     wire out8  = fl[0];
     wire relu  = fl[1];
     wire biasf = fl[2];
@@ -156,10 +161,10 @@ module ga2_mm (
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads - 11'd1);
     wire        last_b      = in_b && (cnt == b_reads - 11'd1);
     wire [15:0] next_tile   = tile + {13'd0, t_g};
-    wire        more_passes = next_tile < tiles;
+    wire        more_passes = next_tile < t_end;
     wire        more_tiles  = r_left > 16'd4;
 
-    // valid line words (BROWS: column tiles below `tiles`; dot: the pass's B rows below M) and
+    // valid line words (BROWS: column tiles in the window; dot: the pass's B rows below M) and
     // valid columns (bit 4j+c: column 4*(tile+j)+c < M)
     function [3:0] words_valid;
         input [15:0] t;
@@ -169,7 +174,7 @@ module ga2_mm (
         begin
             for (j = 0; j < 4; j = j + 1) begin
                 row = {t, 2'b00} + j[17:0];
-                words_valid[j] = brows ? ((j < g) && ((t + j[15:0]) < tiles)) : (row < {2'b00, mt});
+                words_valid[j] = brows ? ((j < g) && ((t + j[15:0]) < t_end)) : (row < {2'b00, mt});
             end
         end
     endfunction
@@ -224,7 +229,9 @@ module ga2_mm (
             kw <= 9'd0;
             kw2 <= 11'd0;
             kw3 <= 11'd0;
-            tiles <= 16'd0;
+            tiles <= 12'd0;
+            t_first <= 16'd0;
+            t_end <= 16'd0;
             r_left <= 16'd0;
             t_out <= 12'd0;
             t_rt <= 3'd0;
@@ -253,7 +260,10 @@ module ga2_mm (
                     qbias_r <= qbias;
                     a_ptr <= a_base;
                     kw <= k_len[10:2] + {8'd0, k_len[1] | k_len[0]};
-                    tiles <= {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]};
+                    tiles <= m_total[13:2] + {11'd0, m_total[1] | m_total[0]};
+                    t_first <= {8'd0, win_first};
+                    t_end <= (win_tiles == 4'd0) ? {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]}
+                                                 : {8'd0, win_first} + {12'd0, win_tiles};
                     r_left <= r_total;
                     phase <= P_SETUP;
                 end
@@ -283,7 +293,7 @@ module ga2_mm (
                 end
                 P_ATURN: begin  // the tile's first pass comes next
                     b_ptr <= b_r;
-                    begin_pass(16'd0, t_g);
+                    begin_pass(t_first, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
                     phase <= P_BREAD;
@@ -294,7 +304,7 @@ module ga2_mm (
                 end
                 P_BREAD: begin
                     cnt <= cnt + 11'd1;
-                    if (brows && in_b) b_ptr <= b_ptr + tiles[11:0];
+                    if (brows && in_b) b_ptr <= b_ptr + tiles;
                     if (last_b) tile_start <= 1'b0;
                     if (pass_end) begin
                         if (more_passes) begin
@@ -624,8 +634,8 @@ module ga2_mm (
     wire [4:0]  s_used   = brows ? ((w_g == 3'd4) ? {2'd0, w_rt} << 2 : (w_g == 3'd2) ? {2'd0, w_rt} << 1
                                                                      : {2'd0, w_rt})
                                  : {2'd0, w_rt};
-    wire        s_ok     = w_on && ({3'd0, brows ? pe_i : pe_c} < s_used) && (s_tile < tiles);
-    wire [11:0] row_step = out8 ? tiles[11:0] : mt[11:0];
+    wire        s_ok     = w_on && ({3'd0, brows ? pe_i : pe_c} < s_used) && (s_tile < t_end);
+    wire [11:0] row_step = out8 ? tiles : mt[11:0];
     wire [11:0] s_rowadr = w_out + (s_arow[1] ? {row_step[10:0], 1'b0} : 12'd0) + (s_arow[0] ? row_step : 12'd0);
     // int32: the output column within the tile (bias word, lane) is c (BROWS) or i (dot)
     wire [1:0]  s_col    = brows ? pe_c : pe_i;

@@ -114,6 +114,8 @@ module ga2_vec (
     reg        t1_on, t2_on, t1_last, t2_last, t1_split, t2_split;
     reg [13:0] t1_w, t2_w;             // word index (n < 2^16: below 2^14)
     reg        h1_on, h2_on;             // an a read whose b comes a cycle later
+    reg [3:0]  t2_ok;                    // the word's lanes below n (worked out a cycle early)
+    wire [15:0] first1 = {t1_w, 2'b00};
     reg [31:0] a_hold;
     always @(posedge clk) begin
         if (rst) begin
@@ -125,6 +127,7 @@ module ga2_vec (
             t2_split <= 1'b0;
             t1_w <= 14'd0;
             t2_w <= 14'd0;
+            t2_ok <= 4'd0;
             h1_on <= 1'b0;
             h2_on <= 1'b0;
         end else begin
@@ -136,6 +139,7 @@ module ga2_vec (
             t2_last <= t1_last;
             t2_split <= t1_split;
             t2_w <= t1_w;
+            t2_ok <= {first1 + 16'd3 < len, first1 + 16'd2 < len, first1 + 16'd1 < len, first1 < len};
             h1_on <= issuing && clash && !second;
             h2_on <= h1_on;
         end
@@ -165,7 +169,7 @@ module ga2_vec (
             s1_pa[l] <= $signed(a_word[l*8 +: 8]) * $signed({1'b0, qa_r});
             s1_pb[l] <= $signed(rb_data[l*8 +: 8]) * $signed({1'b0, qb_r});
             s1_ab[l] <= $signed(a_word[l*8 +: 8]) * $signed(rb_data[l*8 +: 8]);
-            s1_ok[l] <= (first + l[15:0]) < len;
+            s1_ok[l] <= t2_ok[l];
             case (op)
                 VEC_RELU: s1_y[l] <= a_word[l*8 + 7] ? 8'd0 : a_word[l*8 +: 8];
                 VEC_MAX:  s1_y[l] <= ($signed(a_word[l*8 +: 8]) > $signed(rb_data[l*8 +: 8])) ? a_word[l*8 +: 8]
@@ -211,7 +215,7 @@ module ga2_vec (
         for (gl = 0; gl < 4; gl = gl + 1) begin : g_cand
             localparam [15:0] LANE = gl;
             // a lane past n can never win: it becomes the smallest value at the largest index
-            assign cand[gl] = ((first + LANE) < len) ? {a_word[gl*8 +: 8], first + LANE} : {8'h80, 16'hffff};
+            assign cand[gl] = t2_ok[gl] ? {a_word[gl*8 +: 8], first + LANE} : {8'h80, 16'hffff};
         end
     endgenerate
     reg [23:0] word_best, best;

@@ -71,13 +71,14 @@ def test_cycle_counts_follow_the_documented_formulas():
     #          turnaround (3), one pass of 4 * 2 reads (its last in execute cycle 12); the writer reads
     #          its single slot 9 cycles later (21) and writes it 6 later: done in execute cycle 27
     # cycle 53 VEC RELU of 9 elements (3 words): setup, reads in 2..4, the last word's data in 6,
-    #          written 5 cycles later: 11 cycles
-    # cycle 65 SMAX of 9 (3 words): passes 1 and 2 read in 2..7, the sink's slot in 8 reaches the sum
-    #          in 14, the division starts in 15 and is done in 48, pass 3 reads in 49..51 and its last
-    #          word is written in 58: 58 cycles
-    # cycle 124 HALT with nothing in flight: 125 cycles in all
-    mm, vec, smax = 27, 11, 58
-    assert m.counters.as_list() == [125, 22, mm, vec + smax, 22]
+    #          written 8 cycles later (products, sum, the requant bank's five stages, the write): 14
+    # cycle 68 SMAX of 9 (3 words): pass 1 reads in 2..4 and its maximum is final two cycles after
+    #          the last word's data (a tree, then the running max), so pass 2 reads in 6..8; the sink's
+    #          slot in 9 reaches the sum in 15, the division starts in 16 and is done in 49, pass 3 reads
+    #          in 50..52 and its last word is written in 59: 59 cycles
+    # cycle 128 HALT with nothing in flight: 129 cycles in all
+    mm, vec, smax = 27, 14, 59
+    assert m.counters.as_list() == [129, 22, mm, vec + smax, 22]
 
 
 def test_dma_runs_in_background_and_wait_stalls_for_it():

@@ -73,7 +73,8 @@ OP_NAMES = {
     OP_SMAX: "smax",
 }
 
-# MM flags
+# MM flags (and its column window: the first column tile in e[23:16], the number of tiles in `sub`,
+# 0 meaning to the last tile)
 MM_OUT8 = 1  # requantize the int32 results to packed int8 (else one int32 per word)
 MM_RELU = 2  # clamp negative results to zero (before requantization)
 MM_BIAS = 4  # add an int32 bias per output column, read from the QCFG bias address
@@ -185,17 +186,26 @@ def mm_geometry(r: int, flags: int) -> list[tuple[int, int, int, int]]:
     return tiles
 
 
-def mm_cycles(r: int, k: int, m: int, flags: int) -> int:
+def mm_window(m: int, first: int = 0, tiles: int = 0) -> tuple[int, int]:
+    """An MM's column window as (first column tile, the tile after the last); tiles = 0: to the end."""
+    end = words_for(m) if tiles == 0 else first + tiles
+    return first, end
+
+
+def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
     """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
     One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
     cycle for the last rowmem write; after the first tile at least G of the tile before), then its
     passes: ceil(ceil(M/4) / g) of them, each R = (BROWS ? K : 4 * kw) reads plus
     one bias read with BIAS, every pass after a tile's first taking max(R, G). The writer finishes
-    MM_READ_TO_RES + MM_WRITE_LAT + W - 1 cycles after the last pass's last B read.
+    MM_READ_TO_RES + MM_WRITE_LAT + W - 1 cycles after the last pass's last B read. With a column
+    window, the passes cover only its tiles.
     """
     brows, bias = bool(flags & MM_BROWS), bool(flags & MM_BIAS)
-    kw, tiles = words_for(k), words_for(m)
+    kw = words_for(k)
+    start, end = mm_window(m, first, tiles)
+    tiles = end - start
     reads = (k if brows else LANES * kw) + (1 if bias else 0)
     total = 1
     gap_before = 0

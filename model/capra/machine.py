@@ -221,22 +221,37 @@ class Machine:
         return cycles
 
     def _mm(self, pc: int, ins: Instr) -> None:
-        r, a, b, out, k, m, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e, ins.flags
-        if r < 1 or k < 1 or m < 1 or m > 0xFFFF or k > isa.MM_MAX_K:
+        r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
+        m, first = ins.e & 0xFFFF, (ins.e >> 16) & 0xFF
+        if r < 1 or k < 1 or m < 1 or k > isa.MM_MAX_K:
             raise ProgramError(f"instruction {pc}: MM needs R, M >= 1 and 1 <= K <= {isa.MM_MAX_K} "
                                f"(got R={r}, K={k}, M={m})")
         brows = bool(flags & isa.MM_BROWS)
         kw, mw = isa.words_for(k), isa.words_for(m)
+        start, end = isa.mm_window(m, first, ins.sub)
+        if not start < end <= mw:
+            raise ProgramError(f"instruction {pc}: MM column window (tiles {start}..{end - 1}) is not inside "
+                               f"the {mw} column tiles of M={m}")
+        cols = np.arange(4 * start, min(4 * end, m))
         b_words = k * mw if brows else m * kw
         out_words = r * mw if flags & isa.MM_OUT8 else r * m
         self._check_sram(pc, "MM A", a, r * kw)
         self._check_sram(pc, "MM B", b, b_words)
         self._check_sram(pc, "MM out", out, out_words)
-        reads = _span(a, r * kw) | _span(b, b_words)
+        rows = np.arange(r)[:, None]
+        if brows:  # the window's words of every B row
+            b_read = (b + np.arange(k)[:, None] * mw + np.arange(start, end)[None, :]).reshape(-1)
+        else:  # the window's B rows
+            b_read = (b + cols[:, None] * kw + np.arange(kw)[None, :]).reshape(-1)
+        if flags & isa.MM_OUT8:
+            written = (out + rows * mw + np.arange(start, end)[None, :]).reshape(-1)
+        else:
+            written = (out + rows * m + cols[None, :]).reshape(-1)
+        reads = _span(a, r * kw) | set(b_read.tolist())
         if flags & isa.MM_BIAS:
             self._check_sram(pc, "MM bias", self.qbias, m)
-            reads |= _span(self.qbias, m)
-        writes = _span(out, out_words)
+            reads |= set((self.qbias + cols).tolist())
+        writes = set(written.tolist())
         if reads & writes:
             raise ProgramError(f"instruction {pc}: MM output overlaps its inputs (word {min(reads & writes)})")
 
@@ -246,19 +261,23 @@ class Machine:
                 bm = self._int8_rows(b, k, m)
             else:
                 bm = self._int8_rows(b, m, k).T
-            acc = wrap32(am @ bm)
+            acc = wrap32(am @ bm[:, cols])
             if flags & isa.MM_BIAS:
                 bias = self.sram[self.qbias : self.qbias + m].view(np.int32).astype(np.int64)
-                acc = wrap32(acc + bias[None, :])
+                acc = wrap32(acc + bias[None, cols])
             if flags & isa.MM_RELU:
                 acc = np.maximum(acc, 0)
             if flags & isa.MM_OUT8:
-                self._store_int8_rows(out, requantize(acc, self.qa, self.qs))
+                lanes = np.zeros((r, 4 * (end - start)), dtype=np.int64)
+                lanes[:, : len(cols)] = requantize(acc, self.qa, self.qs)
+                packed = lanes.astype(np.int8).reshape(-1).view(np.uint32).reshape(r, end - start)
+                self.sram[written] = packed.reshape(-1)
             else:
-                self.sram[out : out + r * m] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
+                self.sram[written] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 
         access = _Access(reads, writes)
-        self.counters.mm_busy += self._run_compute(pc, "MM", isa.mm_cycles(r, k, m, flags), access, effect)
+        cycles = isa.mm_cycles(r, k, m, flags, start, end - start)
+        self.counters.mm_busy += self._run_compute(pc, "MM", cycles, access, effect)
 
     def _vec(self, pc: int, ins: Instr) -> None:
         n, sa, sb, dst, sub = ins.cnt, ins.a, ins.b, ins.c, ins.sub
@@ -388,7 +407,8 @@ def disassemble(ins: Instr) -> str:
     if ins.op == isa.OP_MM:
         fl = [f for bit, f in ((isa.MM_OUT8, "out8"), (isa.MM_RELU, "relu"), (isa.MM_BIAS, "bias"),
                                (isa.MM_BROWS, "brows")) if ins.flags & bit]
-        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e} {'|'.join(fl)}"
+        window = f" tiles={ins.e >> 16}+{ins.sub or 'all'}" if ins.sub or ins.e >> 16 else ""
+        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e & 0xFFFF}{window} {'|'.join(fl)}"
     if ins.op == isa.OP_VEC:
         return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}"
     if ins.op == isa.OP_SMAX:

@@ -11,6 +11,8 @@ module mm_wrap (
     input  wire [15:0] r_total,
     input  wire [15:0] k_len,
     input  wire [15:0] m_total,
+    input  wire [7:0]  win_first,
+    input  wire [3:0]  win_tiles,
     input  wire [11:0] a_base,
     input  wire [11:0] b_base,
     input  wire [11:0] out_base,
@@ -37,9 +39,9 @@ module mm_wrap (
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start), .flags(flags), .r_total(r_total), .k_len(k_len),
-        .m_total(m_total), .a_base(a_base), .b_base(b_base), .out_base(out_base), .qa(qa), .qs(qs),
-        .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr), .rd_data(rd_data), .we(unit_we),
-        .waddr(waddr), .wdata(wdata), .done(done),
+        .m_total(m_total), .win_first(win_first), .win_tiles(win_tiles), .a_base(a_base), .b_base(b_base),
+        .out_base(out_base), .qa(qa), .qs(qs), .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr),
+        .rd_data(rd_data), .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
         .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_y(rq_y)
     );
 
