@@ -56,7 +56,7 @@ module ga2 (
         for (j = 0; j < 4; j = j + 1) begin : g_imem
             ram_1r1w #(.WIDTH(32), .DEPTH(GA2_IMEM_INSTRS), .AW(IAW)) u_ram (
                 .clk(clk), .we(imem_we && imem_addr[1:0] == j), .waddr(imem_addr[IAW+1:2]), .wdata(imem_wdata),
-                .re(1'b1), .raddr(fetch_addr), .rdata(iword[j*32 +: 32])
+                .re(advance || rst), .raddr(fetch_addr), .rdata(iword[j*32 +: 32])
             );
         end
     endgenerate
@@ -153,7 +153,8 @@ module ga2 (
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
             requant u_rq (
-                .clk(clk), .acc(is_mm ? mm_rq_acc[l*32 +: 32] : vec_rq_acc[l*32 +: 32]),
+                .clk(clk), .en(executing && (is_mm || is_vec)),
+                .acc(is_mm ? mm_rq_acc[l*32 +: 32] : vec_rq_acc[l*32 +: 32]),
                 .mult(is_mm ? mm_rq_mult : vec_rq_mult), .shift(is_mm ? mm_rq_shift : vec_rq_shift),
                 .y(rq_y[l*8 +: 8])
             );

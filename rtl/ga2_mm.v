@@ -126,22 +126,6 @@ module ga2_mm (
     reg [5:0]  t_pass_pad;            // max(0, G - pass_reads)
     reg [2:0]  n_rt;                  // the next tile
     reg [5:0]  n_aload_pad;           // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
-    wire [15:0] left_after = r_left - 16'd4;
-    wire [10:0] n_aload    = kw * {8'd0, n_rt} + 11'd1;
-    always @(posedge clk) begin
-        if (rst) begin
-            t_gap <= 6'd0;
-            t_pass_pad <= 6'd0;
-            n_rt <= 3'd0;
-            n_aload_pad <= 6'd0;
-        end else begin
-            t_gap <= {1'b0, t_w} + 6'd3 + (biasf ? 6'd2 : 6'd0);
-            t_pass_pad <= ({5'd0, t_gap} > pass_reads) ? (t_gap - pass_reads[5:0]) : 6'd0;
-            n_rt <= rows_of(left_after);
-            n_aload_pad <= ({5'd0, t_gap} > n_aload) ? (t_gap - n_aload[5:0]) : 6'd0;
-        end
-    end
-
     // ------------------------------------------------------------------- the read sequencer
     // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
     localparam [2:0] P_IDLE = 3'd0, P_SETUP = 3'd1, P_APAD = 3'd2, P_AREAD = 3'd3, P_ATURN = 3'd4,
@@ -153,7 +137,27 @@ module ga2_mm (
     reg [11:0] a_ptr;
     reg [15:0] tile;                  // the pass's first column tile
     reg [11:0] b_ptr;                 // BROWS: the line of reduction step cnt; dot: B row 4*tile
+    reg [11:0] b_first;               // dot: B row 4*t_first, where every batch tile's first pass starts
     reg        tile_start;            // this pass is its batch tile's first
+    // The pipelines below advance only while the engine runs (from the setup cycle to `done`):
+    // a clock enable, which an idle engine's simulation (and power) thanks it for.
+    wire       run = (phase != P_IDLE);
+
+    wire [15:0] left_after = r_left - 16'd4;
+    wire [10:0] n_aload    = kw * {8'd0, n_rt} + 11'd1;
+    always @(posedge clk) begin
+        if (rst) begin
+            t_gap <= 6'd0;
+            t_pass_pad <= 6'd0;
+            n_rt <= 3'd0;
+            n_aload_pad <= 6'd0;
+        end else if (run) begin
+            t_gap <= {1'b0, t_w} + 6'd3 + (biasf ? 6'd2 : 6'd0);
+            t_pass_pad <= ({5'd0, t_gap} > pass_reads) ? (t_gap - pass_reads[5:0]) : 6'd0;
+            n_rt <= rows_of(left_after);
+            n_aload_pad <= ({5'd0, t_gap} > n_aload) ? (t_gap - n_aload[5:0]) : 6'd0;
+        end
+    end
 
     wire        a_last      = (a_row == t_rt - 3'd1) && (a_word == kw - 9'd1);
     wire        in_b        = (phase == P_BREAD) && (cnt < b_reads);
@@ -243,6 +247,7 @@ module ga2_mm (
             a_ptr <= 12'd0;
             tile <= 16'd0;
             b_ptr <= 12'd0;
+            b_first <= 12'd0;
             tile_start <= 1'b0;
             pass_words <= 4'd0;
             pass_cols <= 16'd0;
@@ -267,7 +272,8 @@ module ga2_mm (
                     r_left <= r_total;
                     phase <= P_SETUP;
                 end
-                P_SETUP: begin  // cycle 1: the first batch tile
+                P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
+                    b_first <= b_r + (brows ? 12'd0 : t_first[9:0] * {kw, 2'b00});
                     kw2 <= {1'b0, kw, 1'b0};
                     kw3 <= {1'b0, kw, 1'b0} + {2'd0, kw};
                     t_rt <= rows_of(r_all);
@@ -292,7 +298,7 @@ module ga2_mm (
                     if (a_last) phase <= P_ATURN;
                 end
                 P_ATURN: begin  // the tile's first pass comes next
-                    b_ptr <= b_r;
+                    b_ptr <= brows ? b_r : b_first;
                     begin_pass(t_first, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
@@ -367,7 +373,7 @@ module ga2_mm (
             tg2_cols <= 16'd0;
             tg1_rt <= 3'd0;
             tg2_rt <= 3'd0;
-        end else begin
+        end else if (run) begin
             tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
             tg1_arow <= a_row[1:0];
             tg1_aword <= a_word[7:0];
@@ -415,7 +421,7 @@ module ga2_mm (
     wire [1:0]  dot_row2  = tg2_k[1:0];
     wire [7:0]  dot_word2 = tg2_k[9:2];
     integer l, j, c;
-    always @(posedge clk) begin
+    always @(posedge clk) if (run || rst) begin
         for (l = 0; l < N; l = l + 1) begin
             a_edge[l] <= (step_b && tg2_rt > l[2:0] && k_in) ? rm_data[l*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
         end
@@ -460,7 +466,7 @@ module ga2_mm (
                 reg       f_sh [1:gi];
                 reg       l_sh [1:gi];
                 integer s;
-                always @(posedge clk) begin
+                always @(posedge clk) if (run || rst) begin
                     a_sh[1] <= a_edge[gi];
                     f_sh[1] <= !rst && af_edge;
                     l_sh[1] <= !rst && al_edge;
@@ -482,7 +488,7 @@ module ga2_mm (
             end else begin : g_late
                 reg [7:0] b_sh [1:D];
                 integer s;
-                always @(posedge clk) begin
+                always @(posedge clk) if (run || rst) begin
                     b_sh[1] <= b_edge[gj];
                     for (s = 2; s <= D; s = s + 1) b_sh[s] <= b_sh[s-1];
                 end
@@ -531,7 +537,7 @@ module ga2_mm (
     endgenerate
 
     systolic #(.N(N)) u_array (
-        .clk(clk), .rst(rst), .a_left(a_left), .first_left(first_left), .last_left(last_left),
+        .clk(clk), .rst(rst), .en(run), .a_left(a_left), .first_left(first_left), .last_left(last_left),
         .b_inj(b_inj), .inj(lay_inj), .res(res)
     );
 
@@ -579,7 +585,7 @@ module ga2_mm (
             w_g <= 3'd0;
             w_w <= 5'd0;
             w_last <= 1'b0;
-        end else begin
+        end else if (run) begin
             jq_go <= {jq_go[READ_TO_RES-2:0], job_push};
             if (job_push) begin
                 jq_out[jq_wp] <= t_out;
@@ -657,7 +663,7 @@ module ga2_mm (
     reg        w1_ok, w1_last;
     reg [11:0] w1_addr;
     integer q;
-    always @(posedge clk) begin
+    always @(posedge clk) if (run || rst) begin
         for (q = 0; q < N; q = q + 1) begin
             if (out8) begin
                 // lane q: PE(slot, q) (BROWS) or PE(q, slot) (dot); its column 4*tile + q
@@ -692,7 +698,7 @@ module ga2_mm (
     reg        d_ok [1:RQ];
     reg        d_last [1:RQ];
     integer s;
-    always @(posedge clk) begin
+    always @(posedge clk) if (run || rst) begin
         d_val[1] <= w1_val[0];
         d_lanes[1] <= w1_lanes;
         d_addr[1] <= w1_addr;

@@ -43,6 +43,7 @@ module ga2_sm (
     localparam [3:0] S_IDLE = 4'd0, S_SETUP = 4'd1, S_MAX = 4'd2, S_GAP = 4'd3, S_SUM = 4'd4,
                      S_SINK = 4'd5, S_DIV = 4'd6, S_NORM = 4'd7, S_END = 4'd8;
     reg [3:0]  state;
+    wire       run = (state != S_IDLE);  // the pipelines advance only while the unit runs
     reg [15:0] len, nw, w;
     reg [11:0] ps, pd;
     reg        has_sink;
@@ -83,12 +84,14 @@ module ga2_sm (
             l1 <= 1'b0;
             l2 <= 1'b0;
         end else begin
-            k1 <= k_now;
-            w1 <= w[13:0];
-            l1 <= last_w;
-            k2 <= k1;
-            w2 <= w1;
-            l2 <= l1;
+            if (run) begin
+                k1 <= k_now;
+                w1 <= w[13:0];
+                l1 <= last_w;
+                k2 <= k1;
+                w2 <= w1;
+                l2 <= l1;
+            end
             div_go <= 1'b0;
             case (state)
                 S_IDLE: if (start) begin
@@ -167,8 +170,8 @@ module ga2_sm (
     reg [7:0] word_max;
     reg       word_max_on;
     always @(posedge clk) begin
-        word_max <= max8(max8(lane_x[0], lane_x[1]), max8(lane_x[2], lane_x[3]));
-        word_max_on <= !rst && (k2 == K_MAX);
+        if (run) word_max <= max8(max8(lane_x[0], lane_x[1]), max8(lane_x[2], lane_x[3]));
+        if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
         else if (word_max_on) m <= max8(m, word_max);
@@ -204,7 +207,7 @@ module ga2_sm (
     wire [31:0] quotient;  // S >= 2^15 (see the header): the quotient is below 2^17
     /* verilator lint_on UNUSEDSIGNAL */
     assign recip = quotient[16:0];
-    always @(posedge clk) begin
+    always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
             s1_prod[l] <= {16'd0, diff[l]} * {8'd0, smul_r};
             s2_d[l] <= (steps[l][24:GA2_SM_SCALE_SHIFT] > 15'd255) ? 8'd255 : steps[l][GA2_SM_SCALE_SHIFT +: 8];
@@ -230,7 +233,7 @@ module ga2_sm (
             s3_l <= 1'b0;
             s4_l <= 1'b0;
             sum <= 32'd0;
-        end else begin
+        end else if (run || start) begin
             s1_k <= k2;
             s2_k <= s1_k;
             s3_k <= s2_k;
@@ -272,7 +275,7 @@ module ga2_sm (
             done <= 1'b0;
             waddr <= 12'd0;
             wdata <= 32'd0;
-        end else begin
+        end else if (run) begin
             we <= (s4_k == K_NORM);
             done <= (s4_k == K_NORM) && s4_l;
             waddr <= s4_a;

@@ -48,6 +48,7 @@ module ga2_vec (
 
     // ------------------------------------------------------------------ instruction and reads
     reg        setup, issuing, second;
+    reg        busy;                     // from the start to `done`: the pipelines advance only then
     reg [3:0]  op;
     reg [15:0] len, nw, w, qa_r, qb_r;
     reg [11:0] pa, pb, pd;
@@ -69,6 +70,7 @@ module ga2_vec (
     always @(posedge clk) begin
         if (rst) begin
             setup <= 1'b0;
+            busy <= 1'b0;
             issuing <= 1'b0;
             second <= 1'b0;
             op <= 4'd0;
@@ -83,6 +85,7 @@ module ga2_vec (
             qs_r <= 6'd0;
         end else begin
             setup <= start;
+            busy <= start || (busy && !done);
             if (start) begin
                 op <= sub;
                 len <= n;
@@ -130,7 +133,7 @@ module ga2_vec (
             t2_ok <= 4'd0;
             h1_on <= 1'b0;
             h2_on <= 1'b0;
-        end else begin
+        end else if (busy) begin
             t1_on <= word_done;
             t1_last <= word_done && last_w;
             t1_split <= second;
@@ -164,7 +167,7 @@ module ga2_vec (
     reg  [31:0] p_simple [2:LAT-1];     // the four lanes of a result without requantization
     reg  [3:0]  p_ok [2:LAT-1];
     integer l, s;
-    always @(posedge clk) begin
+    always @(posedge clk) if (busy) begin
         for (l = 0; l < 4; l = l + 1) begin
             s1_pa[l] <= $signed(a_word[l*8 +: 8]) * $signed({1'b0, qa_r});
             s1_pb[l] <= $signed(rb_data[l*8 +: 8]) * $signed({1'b0, qb_r});
@@ -192,7 +195,7 @@ module ga2_vec (
         if (rst) begin
             p_on <= {(LAT-1){1'b0}};
             p_last <= {(LAT-1){1'b0}};
-        end else begin
+        end else if (busy) begin
             p_on <= {p_on[LAT-2:1], t2_on};
             p_last <= {p_last[LAT-2:1], t2_last};
         end
@@ -221,8 +224,8 @@ module ga2_vec (
     reg [23:0] word_best, best;
     reg        word_on;
     always @(posedge clk) begin
-        word_best <= first_max(first_max(cand[0], cand[1]), first_max(cand[2], cand[3]));
-        word_on <= !rst && t2_on;
+        if (busy) word_best <= first_max(first_max(cand[0], cand[1]), first_max(cand[2], cand[3]));
+        if (busy || rst) word_on <= !rst && t2_on;
         if (rst || start) best <= {8'h80, 16'd0};
         else if (word_on) best <= first_max(best, word_best);
     end
@@ -243,7 +246,7 @@ module ga2_vec (
             done <= 1'b0;
             waddr <= 12'd0;
             wdata <= 32'd0;
-        end else begin
+        end else if (busy) begin
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
             waddr <= is_argmax ? pd : p_addr[LAT-1];

@@ -5,9 +5,12 @@
 // mult is an unsigned 16-bit multiplier, shift is 0..47 (model/capra/isa.py MAX_SHIFT): the
 // product fits 49 bits and the rounded sum 50, so nothing overflows. Rounding is half up.
 // Timing: inputs presented in cycle t give y in cycle t + 5 (registers after the inputs, after the
-// multiplier, after the rounding add, after the shift, after the saturation).
+// multiplier, after the rounding add, after the shift, after the saturation), counting only cycles
+// with en high: the pipeline holds while en is low (the units that share it keep it running while
+// they execute).
 module requant (
     input  wire        clk,
+    input  wire        en,
     input  wire [31:0] acc,
     input  wire [15:0] mult,
     input  wire [5:0]  shift,
@@ -18,7 +21,7 @@ module requant (
     reg        [5:0]  shift_r, shift_p, shift_s;
     reg signed [49:0] prod, rnd_p, sum, q;
 
-    always @(posedge clk) begin
+    always @(posedge clk) if (en) begin
         // stage 1: registered inputs
         acc_r <= acc;
         mult_r <= mult;

@@ -83,19 +83,24 @@ module sram #(
         end
     endgenerate
 
-    // which bank answers each read, one cycle later when the banks' data is out
+    // which bank answers each read, one cycle later when the banks' data is out (the registers
+    // move only for a read: idle ports cost nothing)
     reg [3:0] p0_sel [0:3];
     reg [3:0] p1_sel, dr_sel;
+    reg       p0_v, p1_v, dr_v;
     integer k;
     always @(posedge clk) begin
+        p0_v <= |p0_mask;
+        p1_v <= p1_en;
+        dr_v <= dr_en;
         for (k = 0; k < 4; k = k + 1) begin
-            p0_sel[k] <= p0_bank[k];
-            p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
+            if (|p0_mask) p0_sel[k] <= p0_bank[k];
+            if (p0_v) p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
         end
-        p1_sel <= p1_bank;
-        dr_sel <= dr_bank;
-        p1_data <= bank_rdata[p1_sel*32 +: 32];
-        dr_data <= bank_rdata[dr_sel*32 +: 32];
+        if (p1_en) p1_sel <= p1_bank;
+        if (dr_en) dr_sel <= dr_bank;
+        if (p1_v) p1_data <= bank_rdata[p1_sel*32 +: 32];
+        if (dr_v) dr_data <= bank_rdata[dr_sel*32 +: 32];
     end
 endmodule
 `default_nettype wire

@@ -17,6 +17,7 @@ module systolic #(
 ) (
     input  wire              clk,
     input  wire              rst,
+    input  wire              en,        // the array advances one step per cycle while en is high
     input  wire [N*8-1:0]    a_left,
     input  wire [N-1:0]      first_left,
     input  wire [N-1:0]      last_left,
@@ -65,7 +66,7 @@ module systolic #(
                         l_p <= 1'b0;
                         acc_q <= 32'd0;
                         res_q <= 32'd0;
-                    end else begin
+                    end else if (en) begin
                         a_q <= a_in;
                         b_q <= b_in;
                         f_q <= f_in;

@@ -60,11 +60,12 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
                 for flag in ("BIAS", "RELU", "BROWS"):
                     seen[flag] += bool(ins.flags & getattr(isa, f"MM_{flag}"))
                 seen["int32"] += not ins.flags & isa.MM_OUT8
+                seen["window"] += bool(ins.sub or ins.e >> 16)
             if ins.op == isa.OP_VEC:
                 seen["bank clash"] += isa.vec_clashes(ins.cnt, ins.a, ins.b) > 0 and ins.sub in (
                     isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
     short = {k: v for k, v in seen.items() if v < 5}
-    assert len(seen) == 10 and not short, f"corners the random programs rarely reach: {short or seen}"
+    assert len(seen) == 11 and not short, f"corners the random programs rarely reach: {short or seen}"
 
 
 @needs_icarus

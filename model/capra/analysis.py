@@ -1,4 +1,4 @@
-"""Roofline bounds of a GA2 program, read off its code (SPEC section 8.1, docs/cycle_model.md).
+"""Roofline bounds of a GA2 program, read off its code (docs/cycle_model.md).
 
 GA2 moves at most one 32-bit word per cycle over its external interface and does at most N*N
 int8 MACs per cycle. A program can therefore not finish in fewer cycles than
@@ -46,7 +46,9 @@ def roofline(code: list[int]) -> Roofline:
             words += ins.cnt * ins.c
             transfers += 1
         elif ins.op == isa.OP_MM:
-            macs += ins.cnt * ins.d * ins.e
+            m = ins.e & 0xFFFF
+            first, end = isa.mm_window(m, ins.e >> 16, ins.sub)
+            macs += ins.cnt * ins.d * (min(4 * end, m) - 4 * first)  # the column window's outputs
         elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
             elements += ins.cnt
     return Roofline(words, transfers, macs, elements)

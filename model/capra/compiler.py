@@ -470,37 +470,87 @@ def _span(t: Tensor, first: int = 0, words: int | None = None) -> set[int]:
     return set(range(t.sram + first, t.sram + first + n))
 
 
+CHUNK_WORDS = 256  # a weight bigger than this loads in column chunks of about this size
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One LOAD's worth of a tensor: all of it, or a window of its column tiles (a chunk)."""
+
+    name: str
+    first_tile: int = 0
+    tiles: int = 0  # 0: the whole tensor
+
+
+def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[int, int]]:
+    """Column windows (first tile, tiles) for a matmul whose weight is a big constant it alone reads.
+
+    The weight then arrives chunk by chunk and the matmul runs each chunk as soon as it is in,
+    while the next one loads: a large weight's load and its matmul overlap. A window is a whole
+    number of passes (g column tiles, g = the array's groups) of about CHUNK_WORDS words."""
+    if node.op != "matmul" or node.attrs["transpose_b"]:
+        return []
+    a, b = (tensors[i] for i in node.inputs)
+    users = [n for n in graph.nodes.values() if b.name in n.inputs]
+    if graph.nodes[b.name].op != "const" or len(users) != 1 or b.words <= CHUNK_WORDS:
+        return []
+    tiles = isa.words_for(b.cols)
+    groups = isa.mm_geometry(a.rows, isa.MM_BROWS)[-1][1]
+    per = max(groups, CHUNK_WORDS // b.rows // groups * groups)
+    per = min(per, 15 // groups * groups)  # the window's tile count is a 4-bit field
+    if per >= tiles or tiles > 255 + per:
+        return []
+    return [(t, min(per, tiles - t)) for t in range(0, tiles, per)]
+
+
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
           compute: list[Node], loads: list[str]) -> tuple[list[int], list[str]]:
     """The instruction stream (see the module docstring), then the remaining stores and HALT."""
-    load_index = {name: i for i, name in enumerate(loads)}
     inside = _concat_parents(graph)
-    needs = [_needs(graph, node, inside) for node in compute]  # per node: the loads that must be in first
+    chunked = {n.inputs[1]: w for n in compute if (w := _chunks(graph, n, tensors))}
+    units = [_Unit(name, t0, nt) for name in loads for t0, nt in chunked.get(name, [(0, 0)])]
+    first_unit = {}
+    for i, unit in enumerate(units):
+        first_unit.setdefault(unit.name, i)
+    # per node: the loads that must be in before it starts (of a chunked weight, its first chunk)
+    needs = [_needs(graph, node, inside) for node in compute]
     first_use = {name: len(compute) for name in loads}
     for i, needed in enumerate(needs):
         for src in needed:
             first_use[src] = min(first_use[src], i)
     out = _Emitter()
     issued = 0
-    carrier: dict[int, int] = {}  # load index -> the transfer that brings it
+    carrier: dict[int, int] = {}  # unit index -> the transfer that brings it
     stores = _store_groups(graph, tensors, compute)
 
     def issue() -> None:
-        """One LOAD of loads[issued] and of its memory neighbours first needed by the same node
-        (one setup cycle for all; none of them is needed before the last arrives)."""
+        """One LOAD of units[issued] and of its memory neighbours first needed by the same node
+        (one setup cycle for all; none of them is needed before the last arrives). A chunk loads
+        alone: its words are a column window of every row, one row of the transfer each."""
         nonlocal issued
         first_index = issued
-        first = tensors[loads[issued]]
-        words = first.words
+        unit = units[issued]
+        first = tensors[unit.name]
         issued += 1
-        while issued < len(loads):
-            nxt, prev = tensors[loads[issued]], tensors[loads[issued - 1]]
+        if unit.tiles:
+            mw = first.row_words
+            index = out.transfer(
+                asm.load(first.sram + unit.first_tile, first.ext + unit.first_tile, first.rows, unit.tiles,
+                         ext_stride=mw, sram_stride=mw),
+                (first.sram + unit.first_tile + np.arange(first.rows)[:, None] * mw
+                 + np.arange(unit.tiles)[None, :]).reshape(-1), True,
+                f"load {unit.name} column tiles {unit.first_tile}..{unit.first_tile + unit.tiles - 1}")
+            carrier[first_index] = index
+            return
+        words = first.words
+        while issued < len(units) and not units[issued].tiles:
+            nxt, prev = tensors[units[issued].name], tensors[units[issued - 1].name]
             adjacent = nxt.ext == prev.ext + prev.words and nxt.sram == prev.sram + prev.words
             if not adjacent or first_use[nxt.name] != first_use[first.name]:
                 break
             words += nxt.words
             issued += 1
-        names = ", ".join(loads[first_index:issued])
+        names = ", ".join(u.name for u in units[first_index:issued])
         index = out.transfer(asm.load(first.sram, first.ext, 1, words),
                              np.arange(first.sram, first.sram + words), True, f"load {names} ({words} words)")
         for i in range(first_index, issued):
@@ -508,8 +558,15 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
 
     def prefetch() -> None:
         """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle."""
-        while issued < len(loads) and out.has_room():
+        while issued < len(units) and out.has_room():
             issue()
+
+    def arrive(unit: int, why: str) -> None:
+        """Issue loads up to `unit`, keep the queue full, and WAIT until `unit` is in."""
+        while issued <= unit:
+            issue()
+        prefetch()  # fill the queue before waiting, so the DMA never idles behind a WAIT
+        out.wait_for(carrier[unit], why)
 
     def store(after: int) -> None:
         """STORE the outputs whose last reader has run (all of them when after = len(compute))."""
@@ -519,19 +576,44 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
                          np.arange(first.sram, first.sram + words), False, f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
-        need = 1 + max([load_index[s] for s in needs[i]], default=-1)
-        while issued < need:
-            issue()
-        prefetch()  # fill the queue before waiting, so the DMA never idles behind a WAIT
+        need = [first_unit[s] for s in needs[i]]
         if need:
-            out.wait_for(carrier[need - 1], f"wait for the operands of {node.name}")
-        _emit_node(out, graph, node, tensors, params, prefetch)
+            arrive(max(need), f"wait for the operands of {node.name}")
+        else:
+            prefetch()
+        window = chunked.get(node.inputs[1]) if node.op == "matmul" else None
+        if window:
+            base = first_unit[node.inputs[1]]
+            _emit_chunked_matmul(out, node, tensors, params, window,
+                                 lambda c, b=base: arrive(b + c, f"wait for chunk {c} of {node.inputs[1]}"))
+        else:
+            _emit_node(out, graph, node, tensors, params, prefetch)
         store(i)
-    while issued < len(loads):
+    while issued < len(units):
         issue()
     store(len(compute))
     out.emit(asm.halt(), "halt (waits for the last store)")
     return out.code, out.notes
+
+
+def _emit_chunked_matmul(out: _Emitter, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],
+                         window: list[tuple[int, int]], arrive) -> None:
+    """A matmul as one MM per column window, each after its chunk of the weight has arrived."""
+    a, b = (tensors[i] for i in node.inputs)
+    t = tensors[node.name]
+    p = params[node.name]
+    mw = b.row_words
+    flags = isa.MM_OUT8 | isa.MM_BROWS | (isa.MM_RELU if node.attrs["relu"] else 0)
+    out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
+    for c, (first, tiles) in enumerate(window):
+        arrive(c)
+        b_words = set((b.sram + first + np.arange(b.rows)[:, None] * mw + np.arange(tiles)[None, :]).reshape(-1).tolist())
+        t_words = set((t.sram + first + np.arange(t.rows)[:, None] * t.row_words
+                       + np.arange(tiles)[None, :]).reshape(-1).tolist())
+        out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, a.cols, t.cols, out8=True, relu=node.attrs["relu"],
+                           brows=True, first_tile=first, tiles=tiles),
+                    f"mm {node.name} column tiles {first}..{first + tiles - 1}",
+                    isa.mm_cycles(a.rows, a.cols, t.cols, flags, first, tiles), _span(a) | b_words, t_words)
 
 
 def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]

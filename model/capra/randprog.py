@@ -72,8 +72,13 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[
         brows = rng.random() < 0.5
         kw, mw = isa.words_for(k), isa.words_for(m)
         bias = rng.random() < 0.3 and bool(written[qbias : qbias + m].all())  # the QCFG bias words exist
+        first, tiles = 0, 0
+        if mw > 1 and rng.random() < 0.3:  # a column window
+            first = rng.randrange(mw)
+            tiles = rng.choice([0, rng.randint(1, min(15, mw - first))])
         return asm.mm(src(r * kw), src(k * mw if brows else m * kw), sram(), r, k, m,
-                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=bias, brows=brows)
+                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=bias, brows=brows,
+                      first_tile=first, tiles=tiles)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
         n = rng.randint(1, 70)

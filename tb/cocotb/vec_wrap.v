@@ -47,7 +47,7 @@ module vec_wrap (
     genvar l;
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
-            requant u_rq (.clk(clk), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
+            requant u_rq (.clk(clk), .en(1'b1), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
         end
     endgenerate
 

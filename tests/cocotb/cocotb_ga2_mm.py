@@ -38,6 +38,27 @@ def expected_words(a: np.ndarray, b_km: np.ndarray, bias: np.ndarray, flags: int
     return [int(v) & MASK32 for v in acc.reshape(-1)]
 
 
+def random_window(r, m: int) -> tuple[int, int]:
+    """A column window (first tile, tiles; 0 = to the last) for a third of the matmuls."""
+    tiles = words_for(m)
+    if tiles < 2 or r.random() < 0.67:
+        return 0, 0
+    first = r.randrange(tiles)
+    return first, r.choice((0, r.randint(1, min(15, tiles - first))))
+
+
+def window_words(words: list[int], rows: int, m: int, flags: int, first: int, tiles: int):
+    """(offset, word) of the output words a column window writes, from the full result's words."""
+    end = words_for(m) if tiles == 0 else first + tiles
+    for row in range(rows):
+        if flags & isa.MM_OUT8:
+            for t in range(first, end):
+                yield row * words_for(m) + t, words[row * words_for(m) + t]
+        else:
+            for col in range(4 * first, min(4 * end, m)):
+                yield row * m + col, words[row * m + col]
+
+
 def random_shape(r, index: int) -> tuple[int, int, int]:
     """R = 1..9 rows (one, two and three batch tiles), K including 1 and K not a multiple of 4, M = 1."""
     if index == 0:
@@ -72,8 +93,8 @@ async def write_int8_rows(sram: Scratchpad, r, base: int, rows: int, n: int) -> 
 
 @cocotb.test()
 async def test_ga2_mm_random_matmuls(dut):
-    inputs = ("start", "flags", "r_total", "k_len", "m_total", "a_base", "b_base", "out_base", "qa", "qs",
-                 "qbias")
+    inputs = ("start", "flags", "r_total", "k_len", "m_total", "win_first", "win_tiles", "a_base", "b_base",
+              "out_base", "qa", "qs", "qbias")
     cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     macs = 0
     for index in range(MATMULS):
@@ -97,12 +118,14 @@ async def test_ga2_mm_random_matmuls(dut):
         bias = np.array([v - (1 << 32) if v >> 31 else v for v in bias_words], dtype=np.int64)
         qa = r.choice((1, 65535, r.randint(1, 65535), r.randint(1, 255)))
         qs = r.choice((0, isa.MAX_SHIFT, r.randint(6, 22), r.randint(6, 22)))
-        what = (f"mm R={rows} K={k} M={m} flags={flags:04b} A={a_base} B={b_base} out={out_base} "
-                f"bias={bias_base} qa={qa} qs={qs}")
-        await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags), what,
-                       dict(flags=flags, r_total=rows, k_len=k, m_total=m, a_base=a_base, b_base=b_base,
-                            out_base=out_base, qa=qa, qs=qs, qbias=bias_base))
-        for i, word in enumerate(expected_words(a, b_km, bias, flags, qa, qs)):
+        first, tiles = random_window(r, m)
+        what = (f"mm R={rows} K={k} M={m} window={first}+{tiles} flags={flags:04b} A={a_base} B={b_base} "
+                f"out={out_base} bias={bias_base} qa={qa} qs={qs}")
+        await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags, first, tiles), what,
+                       dict(flags=flags, r_total=rows, k_len=k, m_total=m, win_first=first, win_tiles=tiles,
+                            a_base=a_base, b_base=b_base, out_base=out_base, qa=qa, qs=qs, qbias=bias_base))
+        # only the window's output words change: the whole output area is checked
+        for i, word in window_words(expected_words(a, b_km, bias, flags, qa, qs), rows, m, flags, first, tiles):
             sram.mirror[out_base + i] = word
         await sram.check(out_base - 1, out_words + 2, what)
         macs += rows * k * m
