@@ -11,7 +11,9 @@ shows a tile's sum A[r] . B[:, c] from cycle tau_last + r + c + 3 on, and holds 
 sum arrives. res of every PE is compared with that expectation in every cycle.
 
 Tiles follow each other with no gap (the next tile's first step right after the previous tile's last)
-or after a few bubbles (zero operands, no flags); K is random, including K = 1.
+or after a few bubbles (zero operands, no flags); K is random, including K = 1. The layouts (inj on row 0;
+on rows 0 and N/2; on every row) follow each other in one stream, each switched in once the previous
+layout's operands have passed every PE.
 """
 
 from __future__ import annotations
@@ -47,20 +49,25 @@ def random_matrix(r, rows: int, cols: int) -> np.ndarray:
 
 
 class Group:
-    """One group's tiles (A: h x K, B: K x N) and its step schedule: steps[tau] = (tile, k), or None for a
-    bubble."""
+    """One group's tiles (A: h x K, B: K x N) and its step schedule: step tau (a cycle number: the cycle its
+    operands enter row g, column 0) is steps[tau - start] = (tile, k), or None for a bubble."""
 
     def __init__(self, first_row: int, tiles: list[tuple[np.ndarray, np.ndarray]], gaps: list[int]) -> None:
         """gaps[t] bubbles come before tile t (0: right after the previous tile's last step)."""
         self.g = first_row
         self.h = tiles[0][0].shape[0]
         self.tiles = tiles
+        self.start = 0
         self.steps: list[tuple[int, int] | None] = []
         for t, ((a, _), gap) in enumerate(zip(tiles, gaps, strict=True)):
             self.steps += [None] * gap + [(t, k) for k in range(a.shape[1])]
 
+    @property
+    def last_step(self) -> int:
+        return self.start + len(self.steps) - 1
+
     def step(self, tau: int) -> tuple[int, int] | None:
-        return self.steps[tau] if 0 <= tau < len(self.steps) else None
+        return self.steps[tau - self.start] if self.start <= tau <= self.last_step else None
 
     def is_last(self, tau: int) -> bool:
         s = self.step(tau)
@@ -77,13 +84,23 @@ def random_group(r, first_row: int, rows: int, n: int, tiles: int) -> Group:
     return Group(first_row, mats, gaps)
 
 
-def drive_schedule(groups: list[Group], n: int, r, cycles: int) -> list[tuple[int, int, int, int]]:
-    """(a_left, first_left, last_left, b_inj) for every cycle: see the module docstring."""
+class Segment:
+    """A group layout from cycle `switch` on: inj set on the first row of each group."""
+
+    def __init__(self, switch: int, groups: list[Group]) -> None:
+        self.switch = switch
+        self.groups = groups
+        self.inj = sum(1 << grp.g for grp in groups)
+
+
+def drive_schedule(segments: list[Segment], n: int, r, cycles: int) -> list[tuple[int, int, int, int, int]]:
+    """(inj, a_left, first_left, last_left, b_inj) for every cycle: see the module docstring."""
     out = []
     for x in range(cycles):
+        seg = [s for s in segments if s.switch <= x][-1]
         a_left = first = last = 0
         b_inj = r.getrandbits(8 * n * n)  # garbage in every row without inj ...
-        for grp in groups:
+        for grp in seg.groups:
             for c in range(n):  # ... and the group's B row (zero in bubbles) on its inj row
                 b_inj &= ~(0xFF << (8 * (grp.g * n + c)))
                 s = grp.step(x - c)
@@ -96,7 +113,7 @@ def drive_schedule(groups: list[Group], n: int, r, cycles: int) -> list[tuple[in
                     a_left |= (int(grp.tiles[s[0]][0][rr, s[1]]) & 0xFF) << (8 * lane)
                     first |= int(s[1] == 0) << lane
                     last |= int(grp.is_last(x - rr)) << lane
-        out.append((a_left, first, last, b_inj))
+        out.append((seg.inj, a_left, first, last, b_inj))
     return out
 
 
@@ -105,13 +122,14 @@ def result_events(groups: list[Group], n: int) -> dict[int, list[tuple[int, int,
     events: dict[int, list[tuple[int, int, int]]] = {}
     for grp in groups:
         sums = [wrap32(a @ b) for a, b in grp.tiles]
-        for tau, s in enumerate(grp.steps):
+        for tau in range(grp.start, grp.last_step + 1):
             if not grp.is_last(tau):
                 continue
+            tile = grp.step(tau)[0]
             for rr in range(grp.h):
                 for c in range(n):
                     due = tau + rr + c + RESULT_DELAY
-                    events.setdefault(due, []).append((grp.g + rr, c, int(sums[s[0]][rr, c])))
+                    events.setdefault(due, []).append((grp.g + rr, c, int(sums[tile][rr, c])))
     return events
 
 
@@ -120,21 +138,33 @@ def read_res(dut, n: int) -> np.ndarray:
     return np.array([s32(bits >> (32 * p)) for p in range(n * n)], dtype=np.int64).reshape(n, n)
 
 
-async def stream(dut, cycles: Cycles, n: int, groups: list[Group], r, what: str) -> None:
-    """Reset, then drive every group's tiles and compare res with the expected sums in every cycle."""
-    total = max(len(grp.steps) for grp in groups) + 2 * n + RESULT_DELAY + 2
-    inputs = drive_schedule(groups, n, r, total)
+def place_segments(layouts_groups: list[list[Group]], n: int, r) -> list[Segment]:
+    """One segment per layout, each switched in 2N-1 to 2N+1 cycles after the previous layout's last step:
+    by then that step's operands have passed every PE of its group (PE(g+r, c) sees them r + c <= 2N-2
+    cycles after the step), so the new inj pattern cannot take one of them."""
+    segments, switch = [], 0
+    for groups in layouts_groups:
+        for grp in groups:
+            grp.start = switch
+        segments.append(Segment(switch, groups))
+        switch = max(grp.last_step for grp in groups) + 2 * n - 1 + r.randint(0, 2)
+    return segments
+
+
+async def stream(dut, cycles: Cycles, n: int, segments: list[Segment], r, what: str) -> None:
+    """Reset, then drive every segment's groups and compare res with the expected sums in every cycle."""
+    groups = [grp for seg in segments for grp in seg.groups]
+    total = max(grp.last_step for grp in groups) + 2 * n + RESULT_DELAY + 1
+    inputs = drive_schedule(segments, n, r, total)
     events = result_events(groups, n)
     assert max(events) < total, "the stream ends before every result is due"
-    dut.inj.value = sum(1 << grp.g for grp in groups)
-    dut.a_left.value = 0
-    dut.first_left.value = 0
-    dut.last_left.value = 0
-    dut.b_inj.value = 0
+    for name in ("inj", "a_left", "first_left", "last_left", "b_inj"):
+        getattr(dut, name).value = 0
     await reset(dut, cycles)
     want = np.zeros((n, n), dtype=np.int64)  # res after reset
     for x in range(total):
-        a_left, first, last, b_inj = inputs[x]
+        inj, a_left, first, last, b_inj = inputs[x]
+        dut.inj.value = inj
         dut.a_left.value = a_left
         dut.first_left.value = first
         dut.last_left.value = last
@@ -145,9 +175,10 @@ async def stream(dut, cycles: Cycles, n: int, groups: list[Group], r, what: str)
         if not (got == want).all():
             bad = [(i, c) for i in range(n) for c in range(n) if got[i, c] != want[i, c]]
             i, c = bad[0]
-            raise AssertionError(f"N={n} {what}, cycle {x} of the stream: res of PE({i},{c}) = {got[i, c]}, "
-                                 f"numpy says {want[i, c]} ({len(bad)} PEs differ)\n got {got.tolist()}\n"
-                                 f" want {want.tolist()}")
+            inj_rows = [grp.g for grp in [s for s in segments if s.switch <= x][-1].groups]
+            raise AssertionError(f"N={n} {what}, cycle {x} of the stream (inj on rows {inj_rows}): res of "
+                                 f"PE({i},{c}) = {got[i, c]}, numpy says {want[i, c]} ({len(bad)} PEs differ)\n"
+                                 f" got {got.tolist()}\n want {want.tolist()}")
         await cycles.next()
 
 
@@ -160,18 +191,19 @@ async def setup(dut) -> Cycles:
 
 @cocotb.test()
 async def test_systolic_tiles_back_to_back_in_every_group_layout(dut):
-    """Random int8 tiles, random K (K = 1 included), back to back and after bubbles, in each inj layout."""
+    """Random int8 tiles, random K (K = 1 included), back to back and after bubbles, in each inj layout; the
+    layouts follow each other in one stream (res keeps each PE's last sum across a change of layout)."""
     cycles = await setup(dut)
     n = array_size(dut)
     r = rng()
-    tiles = 0
-    for what, inj_rows in layouts(n).items():
+    per_layout = []
+    for inj_rows in layouts(n).values():
         bounds = inj_rows + [n]
-        groups = [random_group(r, g, bounds[i + 1] - g, n, TILES.get(n, 10)) for i, g in enumerate(inj_rows)]
-        await stream(dut, cycles, n, groups, r, what)
-        tiles += sum(len(grp.tiles) for grp in groups)
+        per_layout.append([random_group(r, g, bounds[i + 1] - g, n, TILES.get(n, 10)) for i, g in enumerate(inj_rows)])
+    await stream(dut, cycles, n, place_segments(per_layout, n, r), r, "layouts " + ", then ".join(layouts(n)))
+    tiles = sum(len(grp.tiles) for groups in per_layout for grp in groups)
     dut._log.info("systolic N=%d: %d tiles in %d layouts, res of every PE checked in every cycle", n, tiles,
-                  len(layouts(n)))
+                  len(per_layout))
 
 
 @cocotb.test()
@@ -185,4 +217,4 @@ async def test_systolic_extremes(dut):
     corner = (np.full((n, k_len), -128, dtype=np.int64), np.full((k_len, n), -128, dtype=np.int64))
     mixed = (np.where(np.arange(n * k_len).reshape(n, k_len) % 3 == 0, 127, -128),
              np.full((k_len, n), 127, dtype=np.int64))
-    await stream(dut, cycles, n, [Group(0, [corner, mixed], [0, 0])], r, f"extremes K={k_len}")
+    await stream(dut, cycles, n, [Segment(0, [Group(0, [corner, mixed], [0, 0])])], r, f"extremes K={k_len}")
