@@ -23,9 +23,9 @@ TEST_MODULES = ROOT / "tests" / "cocotb"
 BUILD = ROOT / "out" / "cocotb"
 DEFAULT_SEED = 20240601
 
-# The cocotb test modules import `cocotb_util` (tests/cocotb) and `capra` (model/); the runner hands the
-# simulator this process's sys.path as PYTHONPATH.
-for path in (TEST_MODULES, ROOT / "model"):
+# The cocotb test modules import `cocotb_util` (tests/cocotb), `capra` (model/) and `int_reference` (tests/);
+# the runner hands the simulator this process's sys.path as PYTHONPATH.
+for path in (TEST_MODULES, ROOT / "model", ROOT / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
@@ -52,9 +52,9 @@ BLOCKS = [
     Block("systolic_n2", "systolic", _rtl("systolic"), "cocotb_systolic", {"N": 2}),
     Block("systolic_n8", "systolic", _rtl("systolic"), "cocotb_systolic", {"N": 8}),
     Block("exp_lut", "exp_lut", _rtl("exp_lut"), "cocotb_exp_lut"),
-    Block("rowmem", "rowmem", _rtl("rowmem"), "cocotb_rowmem"),
-    Block("sram", "sram", _rtl("sram"), "cocotb_sram"),
-    Block("dma", "dma_wrap", _rtl("dma", "sram") + ("tb/cocotb/dma_wrap.v",), "cocotb_dma"),
+    Block("rowmem", "rowmem", _rtl("rowmem", "ram_1r1w"), "cocotb_rowmem"),
+    Block("sram", "sram", _rtl("sram", "ram_1r1w"), "cocotb_sram"),
+    Block("dma", "dma_wrap", _rtl("dma", "sram", "ram_1r1w") + ("tb/cocotb/dma_wrap.v",), "cocotb_dma"),
     Block("ga2_vec", "vec_wrap", _rtl("ga2_vec", "requant", "sram", "ram_1r1w") + ("tb/cocotb/vec_wrap.v",),
           "cocotb_ga2_vec"),
     Block("ga2_sm", "sm_wrap", _rtl("ga2_sm", "exp_lut", "divu", "sram", "ram_1r1w") + ("tb/cocotb/sm_wrap.v",),
@@ -62,7 +62,7 @@ BLOCKS = [
     Block("ga2_mm", "mm_wrap", _rtl("ga2_mm", "rowmem", "systolic", "requant", "sram", "ram_1r1w")
           + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm"),
     Block("ga2", "ga2_wrap", _rtl("ga2", "dma", "ga2_mm", "rowmem", "systolic", "requant", "ga2_vec", "ga2_sm",
-                                  "exp_lut", "divu", "sram") + ("tb/extmem_rw.v", "tb/cocotb/ga2_wrap.v"),
+                                  "exp_lut", "divu", "sram", "ram_1r1w") + ("tb/extmem_rw.v", "tb/cocotb/ga2_wrap.v"),
           "cocotb_ga2"),
 ]
 

@@ -1,17 +1,13 @@
 `timescale 1ns/1ps
 `default_nettype none
-// ga2_wrap: the GA2 top with tb/extmem_rw.v's external memory, as tb/ga2_tb.v wires them, plus what
-// the cocotb test needs to set up a program and read its results:
-//   imem_we / imem_addr / imem_wdata  ga2's own instruction memory load port (used while rst is high)
-//   host_*                            a host port on the external memory: while host_sel is high the
-//                                     memory sees host_addr / host_we / host_wdata instead of ga2's
-//                                     DMA port (ga2's writes are blocked); host_rdata is the
-//                                     asynchronous read of host_addr
-//   sram_clear                        at a rising edge with sram_clear high every scratchpad word
-//                                     becomes zero (a hierarchical write into rtl/sram.v's `mem`;
-//                                     used only while rst is high, when nothing else writes it)
+// ga2_wrap: the GA2 top with tb/extmem_rw.v's external memory, wired as in tb/ga2_tb.v. The cocotb test
+// loads each program through ga2's instruction memory port while rst is high, and fills and reads the
+// external memory's `mem` array directly between programs (u_ext.mem, as ga2_tb.v does). There is no
+// back door into the chip: the scratchpad is never cleared, and a program only reads words it wrote.
 module ga2_wrap #(
-    parameter integer EXTW = 1024  // capra.randprog.EXTW
+    parameter integer EXTW         = 1024,  // capra.randprog.EXTW
+    parameter integer LATENCY      = 4,     // capra.isa.EXT_LATENCY
+    parameter integer RANDOM_READY = 0
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -24,40 +20,22 @@ module ga2_wrap #(
     output wire [31:0] c1,
     output wire [31:0] c2,
     output wire [31:0] c3,
-    output wire [31:0] c4,
-    input  wire        host_sel,
-    input  wire        host_we,
-    input  wire [15:0] host_addr,
-    input  wire [31:0] host_wdata,
-    output wire [31:0] host_rdata,
-    input  wire        sram_clear
+    output wire [31:0] c4
 );
-    `include "ga2_defs.vh"
+    wire        req_valid, req_ready, req_we, rsp_valid;
+    wire [15:0] req_addr;
+    wire [31:0] req_wdata, rsp_rdata;
 
-    wire [15:0] ga2_addr;
-    wire [31:0] ext_rdata, ga2_wdata;
-    wire        ga2_we;
-
-    ga2 #(.IMEM_WORDS(4 * GA2_IMEM_INSTRS)) u_ga2 (
+    ga2 u_ga2 (
         .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
         .halted(halted), .illegal(illegal), .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
-        .ext_addr(ga2_addr), .ext_rdata(ext_rdata), .ext_we(ga2_we), .ext_wdata(ga2_wdata)
+        .ext_req_valid(req_valid), .ext_req_ready(req_ready), .ext_req_we(req_we), .ext_req_addr(req_addr),
+        .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
 
-    extmem_rw #(.EXTW(EXTW)) u_ext (
-        .clk(clk),
-        .addr(host_sel ? host_addr : ga2_addr),
-        .rdata(ext_rdata),
-        .we(host_sel ? host_we : ga2_we),
-        .wdata(host_sel ? host_wdata : ga2_wdata)
+    extmem_rw #(.EXTW(EXTW), .LATENCY(LATENCY), .RANDOM_READY(RANDOM_READY)) u_ext (
+        .clk(clk), .rst(rst), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
+        .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
     );
-    assign host_rdata = ext_rdata;
-
-    integer k;
-    always @(posedge clk) begin
-        if (sram_clear) begin
-            for (k = 0; k < GA2_SRAM_WORDS; k = k + 1) u_ga2.u_sram.mem[k] <= 32'd0;
-        end
-    end
 endmodule
 `default_nettype wire

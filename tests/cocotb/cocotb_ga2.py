@@ -1,15 +1,17 @@
 """ga2, the whole chip, with the external memory (tb/cocotb/ga2_wrap.v): whole programs against the machine model.
 
-For each program the test loads the code through ga2's imem port and the external memory image through
-the wrapper's host port while rst is high, clears the scratchpad (every program starts from a zero
-scratchpad in the model), releases reset and waits for `halted`. Then every external memory word and the
-five counters c0..c4 must equal what model/capra/machine.py:run_program says (the expected values come from
-the model only). Programs: random valid ones from capra.randprog.random_program and the hand-written ones of
+For each program the test writes the code and a HALT (four zero words, so the code never runs into what an
+earlier program left in the instruction memory) through ga2's imem port while rst is high, as tb/ga2_tb.v
+does, and sets the external memory image in tb/extmem_rw.v's `mem` array. The scratchpad is not cleared: a
+program only reads scratchpad words it wrote (the machine model rejects any other). Then reset is released
+and the test waits for `halted`. Every external memory word and the five counters c0..c4 must equal what
+model/capra/machine.py:run_program says for the wrapper's read latency (the expected values come from the
+model only). Programs: random valid ones from capra.randprog.random_program and the hand-written ones of
 capra.randprog.handwritten_programs.
 
 A second test runs programs with an illegal instruction (an unknown opcode, a reserved bit set in word 0
-bits 19:16 or word 3 bits 31:24, WAIT keeping more than one transfer): the model must reject each with
-ProgramError, and the chip must halt with `illegal` high and the external memory exactly as loaded.
+bits 19:16 or word 3 bits 31:24, WAIT keeping isa.DMA_QUEUE transfers or more): the model must reject each
+with ProgramError, and the chip must halt with `illegal` high and the external memory exactly as loaded.
 """
 
 from __future__ import annotations
@@ -20,19 +22,14 @@ from capra import HazardError, ProgramError, asm, isa
 from capra.isa import Instr
 from capra.machine import run_program
 from capra.randprog import EXTW, handwritten_programs, random_program
-from cocotb_util import Cycles, rng, start_clock
+from cocotb_util import Cycles, rng, show, start_clock, value
 
-RANDOM_PROGRAMS = 30
+RANDOM_PROGRAMS = 40
 COUNTERS = ("c0", "c1", "c2", "c3", "c4")
 COUNTER_NAMES = ("cycles", "dma_busy", "mm_busy", "vec_busy", "dma_stall")
 ILLEGAL_WATCHDOG = 400  # cycles; each illegal program halts within a LOAD and a WAIT
 MISMATCHES_SHOWN = 8
-
-
-def value(handle) -> int | str:
-    """A signal's value as an int, or its bits as a string when some are X or Z (which then never match)."""
-    v = handle.value
-    return int(v) if v.is_resolvable else str(v)
+RESET_CYCLES = 2  # rst stays high this long after the code is in
 
 
 def ext_image(ext) -> list[int]:
@@ -47,34 +44,29 @@ class Bench:
     def __init__(self, dut, cycles: Cycles) -> None:
         self.dut = dut
         self.cycles = cycles
-        for name in ("imem_we", "imem_addr", "imem_wdata", "host_we", "host_addr", "host_wdata", "sram_clear"):
+        for name in ("imem_we", "imem_addr", "imem_wdata"):
             getattr(dut, name).value = 0
-        dut.host_sel.value = 1
         dut.rst.value = 1
+        self.latency = int(dut.LATENCY.value)
+        assert int(dut.EXTW.value) == EXTW, f"ga2_wrap EXTW={int(dut.EXTW.value)}, capra.randprog.EXTW={EXTW}"
 
     async def load(self, code: list[int], image: list[int]) -> None:
-        """With rst high: one code word (imem port) and one external word (host port) per cycle; the
-        scratchpad is cleared at the last edge of the load. Reset is released at the end."""
+        """With rst high: the code and a HALT through the imem port, one word per cycle; the external image
+        straight into the memory array. Reset is released at the end."""
         dut = self.dut
-        assert len(code) <= 4 * isa.IMEM_INSTRS and len(image) == EXTW
+        program = list(code) + asm.halt()
+        assert len(program) <= isa.WORDS_PER_INSTR * isa.IMEM_INSTRS and len(image) == EXTW
         dut.rst.value = 1
-        dut.host_sel.value = 1
-        n = max(len(code), EXTW, 2)
-        for i in range(n):
-            in_code = i < len(code)
-            dut.imem_we.value = int(in_code)
-            dut.imem_addr.value = i if in_code else 0
-            dut.imem_wdata.value = code[i] & 0xFFFFFFFF if in_code else 0
-            in_ext = i < EXTW
-            dut.host_we.value = int(in_ext)
-            dut.host_addr.value = i if in_ext else 0
-            dut.host_wdata.value = image[i] if in_ext else 0
-            dut.sram_clear.value = int(i == n - 1)
+        for addr, word in enumerate(program):
+            dut.imem_we.value = 1
+            dut.imem_addr.value = addr
+            dut.imem_wdata.value = word & 0xFFFFFFFF
             await self.cycles.next()
         dut.imem_we.value = 0
-        dut.host_we.value = 0
-        dut.sram_clear.value = 0
-        dut.host_sel.value = 0
+        mem = dut.u_ext.mem
+        for addr, word in enumerate(image):
+            mem[addr].value = word
+        await self.cycles.next(RESET_CYCLES)
         assert int(dut.halted.value) == 0 and int(dut.illegal.value) == 0, "halted/illegal high during reset"
         dut.rst.value = 0
 
@@ -90,23 +82,10 @@ class Bench:
     def counters(self) -> list[int]:
         return [value(getattr(self.dut, c)) for c in COUNTERS]
 
-    async def read_ext(self) -> list[int]:
-        """Every external word, through the host port's asynchronous read (the chip is halted)."""
-        dut = self.dut
-        dut.host_sel.value = 1
-        dut.host_we.value = 0
-        out = []
-        for addr in range(EXTW):
-            if self.cycles.settles_left == 0:
-                await self.cycles.next()
-            dut.host_addr.value = addr
-            await self.cycles.settle()
-            out.append(value(dut.host_rdata))
-        return out
-
-
-def show(x: int | str) -> str:
-    return f"{x:#010x}" if isinstance(x, int) else x
+    def read_ext(self) -> list[int | str]:
+        """Every external word, from the memory array (the chip is halted)."""
+        mem = self.dut.u_ext.mem
+        return [value(mem[addr]) for addr in range(EXTW)]
 
 
 def compare_ext(what: str, got: list[int | str], want, source: str = "model says") -> list[str]:
@@ -118,19 +97,18 @@ def compare_ext(what: str, got: list[int | str], want, source: str = "model says
 
 
 @cocotb.test()
-async def test_ga2_programs_against_machine_model(dut):
-    assert int(dut.EXTW.value) == EXTW, f"ga2_wrap EXTW={int(dut.EXTW.value)}, capra.randprog.EXTW={EXTW}"
+async def test_ga2_programs_match_the_machine_model(dut):
     cycles = await start_clock(dut)
     bench = Bench(dut, cycles)
     r = rng()
-    programs = [(f"random_program({seed})", *random_program(seed))
+    programs = [(f"random_program({seed})", *random_program(seed, ext_latency=bench.latency))
                 for seed in (r.getrandbits(31) for _ in range(RANDOM_PROGRAMS))]
     programs += [(f"handwritten '{name}'", code, ext) for name, code, ext in handwritten_programs()]
     failures: list[str] = []
     words = stored = 0
     for what, code, ext in programs:
         image = ext_image(ext)
-        mach = run_program(code, image, EXTW)  # the expected values: the model, never the RTL
+        mach = run_program(code, image, EXTW, ext_latency=bench.latency)  # the expected values: the model only
         want_counters = mach.counters.as_list()
         await bench.load(code, image)
         halted = await bench.run(want_counters[0], watchdog=2 * want_counters[0] + 1000)
@@ -147,7 +125,7 @@ async def test_ga2_programs_against_machine_model(dut):
         for c, name, g, w in zip(COUNTERS, COUNTER_NAMES, got_counters, want_counters):
             if g != w:
                 failures.append(f"{what}: {c} ({name}) = {g}, model says {w}")
-        got = await bench.read_ext()
+        got = bench.read_ext()
         failures += compare_ext(what, got, mach.ext)
         words += len(got)
         stored += int(np.count_nonzero(np.asarray(image, dtype=np.uint32) != mach.ext))
@@ -159,10 +137,13 @@ async def test_ga2_programs_against_machine_model(dut):
     assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures)
 
 
-def illegal_programs(r) -> list[tuple[str, list[int], list[int]]]:
-    """(name, code, the legal program without the illegal instruction). The STORE after the illegal
-    instruction would overwrite random data, so a chip that runs past it changes the external memory;
-    an illegal STORE-shaped instruction would do the same."""
+def illegal_programs(r) -> list[tuple[str, list[int], list[int], int]]:
+    """(name, code, the legal program: the same without the illegal instruction, the illegal instruction's index).
+
+    Every program LOADs scratchpad words 0..15 (a STORE may only read words the program wrote) and STOREs
+    them over random external words: a chip that runs past the illegal instruction changes the external
+    memory, and so would an illegal STORE-shaped instruction that ran."""
+    load = asm.load(0, r.randrange(0, 200), 1, 16)
     store = asm.store(0, 300, 1, 16)
 
     def with_bits(words: list[int], index: int, bits: int) -> list[int]:
@@ -171,6 +152,7 @@ def illegal_programs(r) -> list[tuple[str, list[int], list[int]]]:
         return words
 
     bad = {
+        "opcode 8": Instr(8, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
         "opcode 9": Instr(9, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
         "opcode 15": Instr(15, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
         "reserved w0 bit 16 (STORE)": with_bits(store, 0, 1 << 16),
@@ -178,37 +160,39 @@ def illegal_programs(r) -> list[tuple[str, list[int], list[int]]]:
         "reserved w0 bits 19:16 (QCFG)": with_bits(asm.qcfg(qa=5, shift=3), 0, 0xF << 16),
         "reserved w3 bit 24 (STORE)": with_bits(store, 3, 1 << 24),
         "reserved w3 bit 31 (STORE)": with_bits(store, 3, 1 << 31),
-        "reserved w3 bit 28 (VEC copy)": with_bits(asm.vec(isa.VEC_COPY, 0, 0, 8), 3, 1 << 28),
-        "WAIT cnt=2": Instr(isa.OP_WAIT, cnt=2).encode(),
-        "WAIT cnt=0xFFFF": Instr(isa.OP_WAIT, cnt=0xFFFF).encode(),
+        "reserved w3 bit 28 (VEC copy)": with_bits(asm.vec(isa.VEC_COPY, 0, 20, 8), 3, 1 << 28),
+        f"WAIT keep={isa.DMA_QUEUE}": asm.wait(isa.DMA_QUEUE),
+        "WAIT keep=0xFFFF": Instr(isa.OP_WAIT, cnt=0xFFFF).encode(),
     }
-    prefix = asm.load(0, r.randrange(0, 200), 1, 16) + asm.wait()
     out = []
     for name, words in bad.items():
-        out.append((f"{name}, first instruction", words + store + asm.halt(), store + asm.halt()))
-        out.append((f"{name}, after a LOAD and WAIT", prefix + words + store + asm.halt(),
-                    prefix + store + asm.halt()))
-    return out
+        out.append((f"{name}, first instruction", words + load + asm.wait() + store, load + asm.wait() + store, 0))
+        out.append((f"{name}, after a LOAD and WAIT", load + asm.wait() + words + store, load + asm.wait() + store, 2))
+        out.append((f"{name}, while a LOAD is in flight", load + words + asm.wait() + store, load + asm.wait() + store,
+                    1))
+    return [(name, code + asm.halt(), legal + asm.halt(), index) for name, code, legal, index in out]
 
 
 @cocotb.test()
-async def test_ga2_illegal_instructions(dut):
+async def test_ga2_illegal_instructions_halt_with_memory_unchanged(dut):
     cycles = await start_clock(dut)
     bench = Bench(dut, cycles)
     r = rng()
     failures: list[str] = []
     cases = illegal_programs(r)
-    for what, code, legal in cases:
+    for what, code, legal, index in cases:
         image = ext_image([r.getrandbits(32) for _ in range(512)])
         # the model: the program without the illegal instruction is valid and changes memory; with it, rejected
-        assert np.any(run_program(legal, image, EXTW).ext != np.asarray(image, dtype=np.uint32)), (
+        assert np.any(run_program(legal, image, EXTW, ext_latency=bench.latency).ext
+                      != np.asarray(image, dtype=np.uint32)), (
             f"{what}: the STORE after the illegal instruction would not change the external memory")
         try:
-            run_program(code, image, EXTW)
+            run_program(code, image, EXTW, ext_latency=bench.latency)
         except HazardError as err:
             raise AssertionError(f"{what}: the model found a hazard, not an illegal instruction: {err}") from err
-        except ProgramError:
-            pass
+        except ProgramError as err:
+            assert str(err).startswith(f"instruction {index}:"), (
+                f"{what}: the model rejects the program for another reason than instruction {index}: {err}")
         else:
             raise AssertionError(f"{what}: the machine model accepted the program (ProgramError expected)")
         await bench.load(code, image)
@@ -218,7 +202,6 @@ async def test_ga2_illegal_instructions(dut):
         if value(dut.illegal) != 1:
             failures.append(f"{what}: halted with illegal low")
         await cycles.next(3)
-        got = await bench.read_ext()
-        failures += compare_ext(what, got, image, "loaded as")
+        failures += compare_ext(what, bench.read_ext(), image, "loaded as")
     dut._log.info("ga2: %d illegal programs, %d external words compared", len(cases), len(cases) * EXTW)
     assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures)

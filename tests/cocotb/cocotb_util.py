@@ -77,6 +77,29 @@ def s32(x: int) -> int:
     return x - (1 << 32) if x & 0x80000000 else x
 
 
+def value(handle) -> int | str:
+    """A signal's value as an int, or its bits as a string when some are X or Z (which then never match)."""
+    v = handle.value
+    return int(v) if v.is_resolvable else str(v)
+
+
+def words32(bus) -> list[int | None]:
+    """A bus value of 32-bit words (word 0 in the low bits) as ints, None for a word with an X or Z bit."""
+    bits = str(bus)
+    out: list[int | None] = []
+    for w in range(len(bits) // 32):
+        field = bits[len(bits) - 32 * (w + 1) : len(bits) - 32 * w]
+        out.append(int(field, 2) if set(field) <= {"0", "1"} else None)
+    return out
+
+
+def show(word: int | str | None) -> str:
+    """A 32-bit word for a failure message: hex, its bits when some are X or Z, or X."""
+    if word is None:
+        return "X"
+    return word if isinstance(word, str) else f"{word:#010x}"
+
+
 def words_for(n: int) -> int:
     return -(-n // LANES)
 
@@ -103,8 +126,9 @@ def random_int8(r: random.Random, n: int) -> list[int]:
 
 
 class Scratchpad:
-    """The host port a wrapper bench puts on the scratchpad's DMA side (wd write, dr read), mirrored
-    by a Python dict of the words the test knows."""
+    """The host port a wrapper bench puts on a pair of scratchpad ports the block under test leaves free
+    (the DMA side, wd write and dr read, in the unit benches; the compute side, wc write and p1 read, in
+    the DMA bench), mirrored by a Python dict of the words the test knows. Reads answer two cycles later."""
 
     def __init__(self, dut, cycles: Cycles) -> None:
         self.dut = dut
@@ -117,7 +141,7 @@ class Scratchpad:
         dut.host_raddr.value = 0
 
     async def write(self, base: int, words: list[int]) -> None:
-        """One word per cycle through the DMA write port."""
+        """One word per cycle."""
         for i, word in enumerate(words):
             self.dut.host_we.value = 1
             self.dut.host_waddr.value = base + i
@@ -126,14 +150,14 @@ class Scratchpad:
             self.mirror[base + i] = word & 0xFFFFFFFF
         self.dut.host_we.value = 0
 
-    async def read(self, base: int, n: int) -> list[int]:
-        """One read request per cycle through the DMA read port; each answers two cycles later."""
-        out: list[int] = []
+    async def read(self, base: int, n: int) -> list[int | str]:
+        """One read request per cycle; each answers two cycles later."""
+        out: list[int | str] = []
         for i in range(n + SRAM_RD_LAT):
             self.dut.host_re.value = int(i < n)
             self.dut.host_raddr.value = base + min(i, n - 1)
             if i >= SRAM_RD_LAT:
-                out.append(int(self.dut.host_rdata.value))  # the answer to request i - 2
+                out.append(value(self.dut.host_rdata))  # the answer to request i - 2
             await self.cycles.next()
         self.dut.host_re.value = 0
         return out
@@ -143,7 +167,7 @@ class Scratchpad:
         got = await self.read(base, n)
         for i, g in enumerate(got):
             want = self.mirror[base + i]
-            assert g == want, f"{what}: sram[{base + i}] = {g:#010x}, model says {want:#010x}"
+            assert g == want, f"{what}: sram[{base + i}] = {show(g)}, model says {want:#010x}"
 
 
 async def start_unit(dut, inputs: tuple[str, ...], window: int) -> tuple[Cycles, Scratchpad, random.Random]:
