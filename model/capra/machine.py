@@ -126,6 +126,7 @@ class Machine:
     t: int = 0  # the cycle in which the next instruction is decoded
     counters: Counters = field(default_factory=Counters)
     trace: list[tuple[int, int, str]] | None = None
+    last_writes: set[int] = field(default_factory=set)  # the scratchpad words the last compute instruction wrote
     dma: DmaTimeline = field(init=False)
 
     def __post_init__(self) -> None:
@@ -217,6 +218,7 @@ class Machine:
         self._check_race(pc, access, self.t + 1, self.t + cycles)
         effect()
         self.written[list(access.writes)] = True
+        self.last_writes = access.writes
         self.t += 1 + cycles
         return cycles
 

@@ -68,12 +68,12 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[
     if kind == "mm":
         r = rng.choice([1, 1, 2, 3, 4, 5, 8, 9, rng.randint(1, 9)])
         k = rng.choice([1, 4, 16, rng.randint(1, 40), rng.randint(1, 40)])
-        m = rng.choice([1, 4, rng.randint(1, 17)])
+        m = rng.choice([1, 4, rng.randint(1, 17), rng.randint(5, 40)])
         brows = rng.random() < 0.5
         kw, mw = isa.words_for(k), isa.words_for(m)
         bias = rng.random() < 0.3 and bool(written[qbias : qbias + m].all())  # the QCFG bias words exist
         first, tiles = 0, 0
-        if mw > 1 and rng.random() < 0.3:  # a column window
+        if mw > 1 and rng.random() < 0.5:  # a column window
             first = rng.randrange(mw)
             tiles = rng.choice([0, rng.randint(1, min(15, mw - first))])
         return asm.mm(src(r * kw), src(k * mw if brows else m * kw), sram(), r, k, m,
@@ -111,14 +111,21 @@ def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATEN
         code.extend(words)
         return True
 
+    # data to compute on from the start: a block in one bank group, then (in flight) one in another
+    accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
+    accept(asm.wait())
+    accept(asm.load(rng.randrange(1024, 3400), rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
     attempts = 0
     while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
         attempts += 1
         words = _candidate(rng, mach.written, mach.qbias)
         if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
-            # make the result visible: store the words just written
-            dst = isa.Instr.decode(words).c
-            accept(asm.store(dst, rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, 24)))
+            # make the result visible: store a run of the words it just wrote
+            written = sorted(mach.last_writes)
+            run = 1
+            while run < min(24, len(written)) and written[run] == written[0] + run:
+                run += 1
+            accept(asm.store(written[0], rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, run)))
     code += asm.halt()
     return code, ext
 
