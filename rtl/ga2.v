@@ -131,29 +131,31 @@ module ga2 (
     wire [127:0] mm_rq_acc, vec_rq_acc;
     wire [15:0]  mm_rq_mult, vec_rq_mult;
     wire [5:0]   mm_rq_shift, vec_rq_shift;
+    wire         mm_rq_busy, vec_rq_busy;
     wire [31:0]  rq_y;
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
         .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[11:0]), .b_base(fb[11:0]), .out_base(fc[11:0]), .qa(qa), .qs(qs), .qbias(qbias),
         .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
-        .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_y(rq_y)
+        .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_busy(mm_rq_busy), .rq_y(rq_y)
     );
 
     ga2_vec u_vec (
         .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[11:0]), .src_b(fb[11:0]),
         .dst(fc[11:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
         .rb_en(vec_rbe), .rb_addr(vec_rb), .rb_data(vec_b), .we(vec_we), .waddr(vec_wa), .wdata(vec_wd),
-        .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_y(rq_y)
+        .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_busy(vec_rq_busy), .rq_y(rq_y)
     );
 
     // the requant bank: four requant pipelines shared by the matmul engine and the vector unit,
-    // which never run at the same time (one 32 x 16 multiplier per lane instead of two)
+    // which never run at the same time (one 32 x 16 multiplier per lane instead of two); it
+    // advances while the running unit has a value in it
     genvar l;
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
             requant u_rq (
-                .clk(clk), .en(executing && (is_mm || is_vec)),
+                .clk(clk), .en(executing && (is_mm ? mm_rq_busy : is_vec && vec_rq_busy)),
                 .acc(is_mm ? mm_rq_acc[l*32 +: 32] : vec_rq_acc[l*32 +: 32]),
                 .mult(is_mm ? mm_rq_mult : vec_rq_mult), .shift(is_mm ? mm_rq_shift : vec_rq_shift),
                 .y(rq_y[l*8 +: 8])

@@ -65,6 +65,7 @@ module ga2_mm (
     output wire [127:0] rq_acc,
     output wire [15:0]  rq_mult,
     output wire [5:0]   rq_shift,
+    output wire         rq_busy,      // a slot is in the requant bank: it must advance
     input  wire [31:0]  rq_y
 );
     `include "ga2_defs.vh"
@@ -407,49 +408,77 @@ module ga2_mm (
 
     // ------------------------------------------------------------------- the array's edges
     // A lanes (lane r = A row r): BROWS left edge of the rows that take row r, dot top edge of
-    // column r. Lane r is delayed r cycles.
-    wire       step_b   = (tg2_kind == T_B);
-    wire       k_in     = {6'd0, tg2_k} < kl;  // dot pads K to a multiple of 4
-    reg  [7:0] a_edge [0:N-1];
-    reg        af_edge, al_edge;
-    // B lanes (BROWS): word j of the line, column c; delayed c cycles
-    reg  [7:0] b_edge [0:N*N-1];
-    // dot: one shift register per array row with that row's current B word and its flags
-    reg  [31:0] sr [0:N-1];
-    reg  [3:0]  sr_first [0:N-1];
-    reg  [3:0]  sr_last [0:N-1];
+    // column r. Lane r is delayed r cycles. B lanes (BROWS): word j of the line, column c; delayed
+    // c cycles. Dot: one shift register per array row holds that row's current B word and flags.
+    // The next values are wires and each edge register is one vector: few events per cycle.
+    wire        step_b    = (tg2_kind == T_B);
+    wire        k_in      = {6'd0, tg2_k} < kl;  // dot pads K to a multiple of 4
     wire [1:0]  dot_row2  = tg2_k[1:0];
     wire [7:0]  dot_word2 = tg2_k[9:2];
-    integer l, j, c;
-    always @(posedge clk) if (run || rst) begin
-        for (l = 0; l < N; l = l + 1) begin
-            a_edge[l] <= (step_b && tg2_rt > l[2:0] && k_in) ? rm_data[l*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-        end
-        af_edge <= !rst && step_b && tg2_first;
-        al_edge <= !rst && step_b && tg2_last;
-        for (j = 0; j < N; j = j + 1) begin
-            for (c = 0; c < N; c = c + 1) begin
-                b_edge[j*N+c] <= (step_b && brows && tg2_words[j] && tg2_cols[4*j+c])
-                                 ? rd_data[j*32 + c*8 +: 8] : 8'd0;
+    wire [N*8-1:0]   a_next;
+    wire [N*N*8-1:0] b_next;
+    wire [31:0]      sr_word;                      // the arriving B word, lanes past K zero
+    wire [N*32-1:0]  sr_next;
+    wire [N*4-1:0]   srf_next, srl_next;
+    reg  [N*8-1:0]   a_edge_v;
+    reg  [N*N*8-1:0] b_edge_v;
+    reg  [N*32-1:0]  sr_v;
+    reg  [N*4-1:0]   srf_v, srl_v;
+    reg              af_edge, al_edge;
+    genvar ge, gc;
+    generate
+        for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
+            assign a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+            for (gc = 0; gc < N; gc = gc + 1) begin : g_col
+                assign b_next[(ge*N+gc)*8 +: 8] = (step_b && brows && tg2_words[ge] && tg2_cols[4*ge+gc])
+                                                  ? rd_data[ge*32 + gc*8 +: 8] : 8'd0;
             end
+            wire load = step_b && !brows && dot_row2 == ge;
+            assign sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? sr_word : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
+            assign srf_next[ge*4 +: 4]   = load ? ((dot_word2 == 8'd0) ? 4'b0001 : 4'b0000) : {1'b0, srf_v[ge*4 + 1 +: 3]};
+            assign srl_next[ge*4 +: 4]   = load ? (({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000)
+                                                : {1'b0, srl_v[ge*4 + 1 +: 3]};
         end
-        for (l = 0; l < N; l = l + 1) begin
-            if (step_b && !brows && dot_row2 == l[1:0]) begin
-                for (c = 0; c < 4; c = c + 1) begin
-                    sr[l][c*8 +: 8] <= (tg2_words[l] && ({6'd0, dot_word2, c[1:0]} < kl))
-                                       ? rd_data[c*8 +: 8] : 8'd0;
-                end
-                sr_first[l] <= (dot_word2 == 8'd0) ? 4'b0001 : 4'b0000;
-                sr_last[l] <= ({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000;
-            end else begin
-                sr[l] <= {8'd0, sr[l][31:8]};
-                sr_first[l] <= rst ? 4'd0 : {1'b0, sr_first[l][3:1]};
-                sr_last[l] <= rst ? 4'd0 : {1'b0, sr_last[l][3:1]};
-            end
+        for (gc = 0; gc < 4; gc = gc + 1) begin : g_kmask
+            assign sr_word[gc*8 +: 8] = ({6'd0, dot_word2, gc[1:0]} < kl) ? rd_data[gc*8 +: 8] : 8'd0;
+        end
+    endgenerate
+    always @(posedge clk) begin
+        if (rst) begin
+            af_edge <= 1'b0;
+            al_edge <= 1'b0;
+            srf_v <= {N*4{1'b0}};
+            srl_v <= {N*4{1'b0}};
+        end else if (run) begin
+            a_edge_v <= a_next;
+            b_edge_v <= b_next;
+            af_edge <= step_b && tg2_first;
+            al_edge <= step_b && tg2_last;
+            sr_v <= sr_next;
+            srf_v <= srf_next;
+            srl_v <= srl_next;
         end
     end
+    wire [7:0] a_edge [0:N-1];
+    wire [7:0] b_edge [0:N*N-1];
+    generate
+        for (ge = 0; ge < N; ge = ge + 1) begin : g_lane
+            assign a_edge[ge] = a_edge_v[ge*8 +: 8];
+            for (gc = 0; gc < N; gc = gc + 1) begin : g_b
+                assign b_edge[ge*N+gc] = b_edge_v[(ge*N+gc)*8 +: 8];
+            end
+        end
+    endgenerate
 
-    // lane delays: lane i of a_del / b_del is i cycles behind its edge register
+    // lane delays: lane i of a_del / b_del is i cycles behind its edge register. One shift register
+    // holds the last N-1 cycles' edges; synthesis keeps only the taps used (a triangle of registers).
+    localparam integer EW = N * 8 + 2 + N * N * 8;  // an edge: A lanes, first, last, B lanes
+    wire [EW-1:0]       edge_now;
+    reg  [EW*(N-1)-1:0] edge_past;                 // slice d-1: the edges of d cycles ago
+    always @(posedge clk) begin
+        if (rst) edge_past <= {EW*(N-1){1'b0}};
+        else if (run) edge_past <= {edge_past[EW*(N-1)-EW-1:0], edge_now};
+    end
     wire [7:0] a_del [0:N-1];
     wire       af_del [0:N-1];
     wire       al_del [0:N-1];
@@ -457,45 +486,29 @@ module ga2_mm (
     genvar gi, gj;
     generate
         for (gi = 0; gi < N; gi = gi + 1) begin : g_adel
+            assign edge_now[gi*8 +: 8] = a_edge[gi];
             if (gi == 0) begin : g_now
                 assign a_del[gi] = a_edge[gi];
                 assign af_del[gi] = af_edge;
                 assign al_del[gi] = al_edge;
             end else begin : g_late
-                reg [7:0] a_sh [1:gi];
-                reg       f_sh [1:gi];
-                reg       l_sh [1:gi];
-                integer s;
-                always @(posedge clk) if (run || rst) begin
-                    a_sh[1] <= a_edge[gi];
-                    f_sh[1] <= !rst && af_edge;
-                    l_sh[1] <= !rst && al_edge;
-                    for (s = 2; s <= gi; s = s + 1) begin
-                        a_sh[s] <= a_sh[s-1];
-                        f_sh[s] <= !rst && f_sh[s-1];
-                        l_sh[s] <= !rst && l_sh[s-1];
-                    end
-                end
-                assign a_del[gi] = a_sh[gi];
-                assign af_del[gi] = f_sh[gi];
-                assign al_del[gi] = l_sh[gi];
+                assign a_del[gi] = edge_past[EW*(gi-1) + gi*8 +: 8];
+                assign af_del[gi] = edge_past[EW*(gi-1) + N*8];
+                assign al_del[gi] = edge_past[EW*(gi-1) + N*8 + 1];
             end
         end
         for (gj = 0; gj < N * N; gj = gj + 1) begin : g_bdel
             localparam integer D = gj % N;
+            assign edge_now[N*8 + 2 + gj*8 +: 8] = b_edge[gj];
             if (D == 0) begin : g_now
                 assign b_del[gj] = b_edge[gj];
             end else begin : g_late
-                reg [7:0] b_sh [1:D];
-                integer s;
-                always @(posedge clk) if (run || rst) begin
-                    b_sh[1] <= b_edge[gj];
-                    for (s = 2; s <= D; s = s + 1) b_sh[s] <= b_sh[s-1];
-                end
-                assign b_del[gj] = b_sh[D];
+                assign b_del[gj] = edge_past[EW*(D-1) + N*8 + 2 + gj*8 +: 8];
             end
         end
     endgenerate
+    assign edge_now[N*8] = af_edge;
+    assign edge_now[N*8+1] = al_edge;
 
     // the array's layout for the batch tile whose operands are arriving: array row i takes A row
     // i mod rt and (BROWS) belongs to group i / rt, whose top row takes B from the line
@@ -523,15 +536,15 @@ module ga2_mm (
     wire [N-1:0]     first_left, last_left;
     wire [N*N*8-1:0] b_inj;
     wire [N*N*32-1:0] res;
-    genvar gr, gc;
+    genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            assign a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr[gr][7:0];
-            assign first_left[gr] = brows ? af_del[lay_lane[gr]] : sr_first[gr][0];
-            assign last_left[gr] = brows ? al_del[lay_lane[gr]] : sr_last[gr][0];
-            for (gc = 0; gc < N; gc = gc + 1) begin : g_top
-                assign b_inj[(gr*N+gc)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gc] :
-                                                 (gr == 0) ? a_del[gc] : 8'd0;
+            assign a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*32 +: 8];
+            assign first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*4];
+            assign last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*4];
+            for (gt = 0; gt < N; gt = gt + 1) begin : g_top
+                assign b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gt] :
+                                                 (gr == 0) ? a_del[gt] : 8'd0;
             end
         end
     endgenerate
@@ -543,6 +556,7 @@ module ga2_mm (
 
     // ------------------------------------------------------------------------- bias words
     reg [31:0] bias_l [0:N-1];
+    integer l;
     always @(posedge clk) begin
         if (tg2_kind == T_BIAS) begin
             for (l = 0; l < N; l = l + 1) bias_l[l] <= rd_data[l*32 +: 32];
@@ -658,29 +672,37 @@ module ga2_mm (
         end
     endfunction
 
+    // slot stage: the slot's results (bias added, relu), lanes, address; only a slot's cycle works
     reg [31:0] w1_val [0:N-1];
     reg [3:0]  w1_lanes;
     reg        w1_ok, w1_last;
     reg [11:0] w1_addr;
     integer q;
-    always @(posedge clk) if (run || rst) begin
-        for (q = 0; q < N; q = q + 1) begin
-            if (out8) begin
-                // lane q: PE(slot, q) (BROWS) or PE(q, slot) (dot); its column 4*tile + q
-                w1_val[q] <= finish(brows ? res[{pe_i, q[1:0]}*32 +: 32] : res[{q[1:0], pe_c}*32 +: 32], bias_l[q]);
-                w1_lanes[q] <= ({s_tile, 2'b00} + q[17:0]) < {2'b00, mt};
-            end else begin
-                w1_val[q] <= (q == 0) ? finish(res[{pe_i, pe_c}*32 +: 32], bias_l[s_col]) : 32'd0;
-                w1_lanes[q] <= (q == 0) && (s_col32 < {2'b00, mt});
-            end
+    always @(posedge clk) begin
+        if (rst) begin
+            w1_ok <= 1'b0;
+            w1_last <= 1'b0;
+        end else if (run) begin
+            w1_ok <= s_ok && (out8 || (s_col32 < {2'b00, mt}));
+            w1_last <= w_on && w_last && (w_slot == w_w - 5'd1);
         end
-        w1_ok <= !rst && s_ok && (out8 || (s_col32 < {2'b00, mt}));
-        w1_last <= !rst && w_on && w_last && (w_slot == w_w - 5'd1);
-        w1_addr <= s_addr;
+        if (w_on) begin
+            for (q = 0; q < N; q = q + 1) begin
+                if (out8) begin
+                    // lane q: PE(slot, q) (BROWS) or PE(q, slot) (dot); its column 4*tile + q
+                    w1_val[q] <= finish(brows ? res[{pe_i, q[1:0]}*32 +: 32] : res[{q[1:0], pe_c}*32 +: 32], bias_l[q]);
+                    w1_lanes[q] <= ({s_tile, 2'b00} + q[17:0]) < {2'b00, mt};
+                end else begin
+                    w1_val[q] <= (q == 0) ? finish(res[{pe_i, pe_c}*32 +: 32], bias_l[s_col]) : 32'd0;
+                    w1_lanes[q] <= (q == 0) && (s_col32 < {2'b00, mt});
+                end
+            end
+            w1_addr <= s_addr;
+        end
     end
 
     // requantize the four lanes in the requant bank; the slot's address, lanes and int32 value
-    // keep pace
+    // keep pace in one shift register (RQ stages of value, lanes, address, ok, last)
     assign rq_acc   = {w1_val[3], w1_val[2], w1_val[1], w1_val[0]};
     assign rq_mult  = qa_r;
     assign rq_shift = qs_r;
@@ -692,32 +714,28 @@ module ga2_mm (
         end
     endgenerate
     localparam integer RQ = WR_LAT - 1;  // requant's latency
-    reg [31:0] d_val  [1:RQ];
-    reg [3:0]  d_lanes [1:RQ];
-    reg [11:0] d_addr [1:RQ];
-    reg        d_ok [1:RQ];
-    reg        d_last [1:RQ];
-    integer s;
-    always @(posedge clk) if (run || rst) begin
-        d_val[1] <= w1_val[0];
-        d_lanes[1] <= w1_lanes;
-        d_addr[1] <= w1_addr;
-        d_ok[1] <= !rst && w1_ok;
-        d_last[1] <= !rst && w1_last;
-        for (s = 2; s <= RQ; s = s + 1) begin
-            d_val[s] <= d_val[s-1];
-            d_lanes[s] <= d_lanes[s-1];
-            d_addr[s] <= d_addr[s-1];
-            d_ok[s] <= !rst && d_ok[s-1];
-            d_last[s] <= !rst && d_last[s-1];
-        end
+    localparam integer DW = 32 + 4 + 12 + 2;
+    reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, address, lanes, value}
+    wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_addr, w1_lanes, w1_val[0]};
+    wire [DW-1:0]    d_out = d_v[(RQ-1)*DW +: DW];
+    always @(posedge clk) begin
+        if (rst) d_v <= {RQ*DW{1'b0}};
+        else if (run) d_v <= {d_v[(RQ-1)*DW-1:0], d_in};
     end
-
-    wire [31:0] word8 = {d_lanes[RQ][3] ? y8[3] : 8'd0, d_lanes[RQ][2] ? y8[2] : 8'd0,
-                         d_lanes[RQ][1] ? y8[1] : 8'd0, d_lanes[RQ][0] ? y8[0] : 8'd0};
-    assign we    = d_ok[RQ];
-    assign waddr = d_addr[RQ];
-    assign wdata = out8 ? word8 : d_val[RQ];
-    assign done  = d_last[RQ];
+    // the requant bank advances while a slot is on its way through it
+    wire [RQ-1:0] d_oks;
+    generate
+        for (gq = 0; gq < RQ; gq = gq + 1) begin : g_ok
+            assign d_oks[gq] = d_v[gq*DW + DW-2];
+        end
+    endgenerate
+    assign rq_busy = w1_ok || (d_oks != {RQ{1'b0}});
+    wire [3:0]  d_lanes = d_out[32 +: 4];
+    wire [31:0] word8 = {d_lanes[3] ? y8[3] : 8'd0, d_lanes[2] ? y8[2] : 8'd0,
+                         d_lanes[1] ? y8[1] : 8'd0, d_lanes[0] ? y8[0] : 8'd0};
+    assign we    = d_out[DW-2];
+    assign waddr = d_out[36 +: 12];
+    assign wdata = out8 ? word8 : d_out[31:0];
+    assign done  = d_out[DW-1];
 endmodule
 `default_nettype wire

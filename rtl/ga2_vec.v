@@ -41,6 +41,7 @@ module ga2_vec (
     output wire [127:0] rq_acc,
     output wire [15:0]  rq_mult,
     output wire [5:0]   rq_shift,
+    output wire         rq_busy,
     input  wire [31:0]  rq_y
 );
     `include "ga2_defs.vh"
@@ -163,10 +164,9 @@ module ga2_vec (
     reg  [31:0] s2_acc [0:3];
     reg  [3:0]  s1_ok;
     reg  [LAT-1:1] p_on, p_last;        // the word's place in the pipeline
-    reg  [11:0] p_addr [1:LAT-1];
-    reg  [31:0] p_simple [2:LAT-1];     // the four lanes of a result without requantization
-    reg  [3:0]  p_ok [2:LAT-1];
-    integer l, s;
+    reg  [12*(LAT-1)-1:0] p_addr;       // stage s (1..LAT-1) at bits 12(s-1): the word's address
+    reg  [36*(LAT-2)-1:0] p_rest;       // stage s (2..LAT-1) at 36(s-2): {lanes below n, result without requantization}
+    integer l;
     always @(posedge clk) if (busy) begin
         for (l = 0; l < 4; l = l + 1) begin
             s1_pa[l] <= $signed(a_word[l*8 +: 8]) * $signed({1'b0, qa_r});
@@ -182,14 +182,8 @@ module ga2_vec (
             s2_acc[l] <= (op == VEC_ADD) ? $signed({{7{s1_pa[l][24]}}, s1_pa[l]}) + $signed({{7{s1_pb[l][24]}}, s1_pb[l]})
                                          : {{16{s1_ab[l][15]}}, s1_ab[l]};
         end
-        p_simple[2] <= {s1_y[3], s1_y[2], s1_y[1], s1_y[0]};
-        p_ok[2] <= s1_ok;
-        for (s = 3; s < LAT; s = s + 1) begin
-            p_simple[s] <= p_simple[s-1];
-            p_ok[s] <= p_ok[s-1];
-        end
-        p_addr[1] <= pd + t2_w[11:0];
-        for (s = 2; s < LAT; s = s + 1) p_addr[s] <= p_addr[s-1];
+        p_rest <= {p_rest[36*(LAT-3)-1:0], s1_ok, s1_y[3], s1_y[2], s1_y[1], s1_y[0]};
+        p_addr <= {p_addr[12*(LAT-2)-1:0], pd + t2_w[11:0]};
     end
     always @(posedge clk) begin
         if (rst) begin
@@ -201,6 +195,7 @@ module ga2_vec (
         end
     end
     assign rq_acc   = {s2_acc[3], s2_acc[2], s2_acc[1], s2_acc[0]};
+    assign rq_busy  = |p_on[LAT-2:2];  // a word between its sum (stage 2) and its requantized lanes
     assign rq_mult  = (op == VEC_ADD) ? 16'd1 : qa_r;
     assign rq_shift = qs_r;
 
@@ -237,7 +232,7 @@ module ga2_vec (
     integer q;
     always @(*) begin
         for (q = 0; q < 4; q = q + 1) begin
-            y[q] = !p_ok[LAT-1][q] ? 8'd0 : requantized ? rq_y[q*8 +: 8] : p_simple[LAT-1][q*8 +: 8];
+            y[q] = !p_rest[36*(LAT-3) + 32 + q] ? 8'd0 : requantized ? rq_y[q*8 +: 8] : p_rest[36*(LAT-3) + q*8 +: 8];
         end
     end
     always @(posedge clk) begin
@@ -249,7 +244,7 @@ module ga2_vec (
         end else if (busy) begin
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
-            waddr <= is_argmax ? pd : p_addr[LAT-1];
+            waddr <= is_argmax ? pd : p_addr[12*(LAT-2) +: 12];
             wdata <= is_argmax ? {16'd0, best[15:0]} : {y[3], y[2], y[1], y[0]};
         end
     end

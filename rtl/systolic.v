@@ -25,6 +25,17 @@ module systolic #(
     input  wire [N-1:0]      inj,
     output wire [N*N*32-1:0] res        // PE(i,c) at bits (i*N+c)*32
 );
+    // this step's sum: the product added to the running sum, or alone on a result's first step (a
+    // function rather than a wire, so an event-driven simulator computes it only at the clock edge)
+    function [31:0] step_sum;
+        input        first;
+        input [31:0] acc;
+        input [15:0] prod;
+        begin
+            step_sum = (first ? 32'd0 : acc) + {{16{prod[15]}}, prod};
+        end
+    endfunction
+
     // Each PE keeps its own registers (declared inside its generate block), so a simulator only
     // re-evaluates a PE when its own inputs change.
     genvar i, c;
@@ -54,7 +65,6 @@ module systolic #(
                 end else begin : g_b_inner
                     assign b_in = inj[i] ? b_inj[(i*N+c)*8 +: 8] : g_row[i-1].g_col[c].b_q;
                 end
-                wire [31:0] sum = (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
                 always @(posedge clk) begin
                     if (rst) begin
                         a_q <= 8'd0;
@@ -74,8 +84,8 @@ module systolic #(
                         prod <= $signed(a_q) * $signed(b_q);
                         f_p <= f_q;
                         l_p <= l_q;
-                        acc_q <= sum;
-                        if (l_p) res_q <= sum;
+                        acc_q <= step_sum(f_p, acc_q, prod);
+                        if (l_p) res_q <= step_sum(f_p, acc_q, prod);
                     end
                 end
                 assign res[(i*N+c)*32 +: 32] = res_q;

@@ -31,6 +31,7 @@ module mm_wrap (
     wire [127:0] rq_acc;
     wire [15:0]  rq_mult;
     wire [5:0]   rq_shift;
+    wire         rq_busy;
     wire [31:0]  rq_y;
     wire [3:0]   rd_mask;
     wire [11:0]  rd_addr, waddr;
@@ -42,14 +43,14 @@ module mm_wrap (
         .m_total(m_total), .win_first(win_first), .win_tiles(win_tiles), .a_base(a_base), .b_base(b_base),
         .out_base(out_base), .qa(qa), .qs(qs), .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr),
         .rd_data(rd_data), .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
-        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_y(rq_y)
+        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_busy(rq_busy), .rq_y(rq_y)
     );
 
     // the requant bank, as in ga2.v
     genvar l;
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
-            requant u_rq (.clk(clk), .en(1'b1), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
+            requant u_rq (.clk(clk), .en(rq_busy), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
         end
     endgenerate
 

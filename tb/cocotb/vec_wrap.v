@@ -27,6 +27,7 @@ module vec_wrap (
     wire [127:0] rq_acc;
     wire [15:0]  rq_mult;
     wire [5:0]   rq_shift;
+    wire         rq_busy;
     wire [31:0]  rq_y;
     wire         ra_en, rb_en;
     wire [11:0]  ra_addr, rb_addr, waddr;
@@ -40,14 +41,14 @@ module vec_wrap (
         .qa(qa), .qb(qb), .qs(qs), .ra_en(ra_en), .ra_addr(ra_addr), .ra_data(line[31:0]),
         .rb_en(rb_en), .rb_addr(rb_addr), .rb_data(rb_data),
         .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
-        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_y(rq_y)
+        .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_busy(rq_busy), .rq_y(rq_y)
     );
 
     // the requant bank, as in ga2.v
     genvar l;
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
-            requant u_rq (.clk(clk), .en(1'b1), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
+            requant u_rq (.clk(clk), .en(rq_busy), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
         end
     endgenerate
 
