@@ -138,7 +138,7 @@ module dma #(
             active <= 3'd0;
             loads_out <= 3'd0;
             inflight <= 3'd0;
-        end else begin
+        end else if (start || take || ends || state != R_IDLE) begin  // idle otherwise
             // the queue of descriptors
             if (start && !bypass) begin
                 dq[dq_wp] <= d_in;
@@ -193,7 +193,7 @@ module dma #(
             rsp_v <= 1'b0;
             rsp_last <= 1'b0;
             sram_we <= 1'b0;
-        end else begin
+        end else if (ld_fire || ext_rsp_valid || rsp_v) begin  // idle otherwise
             if (ld_fire) begin
                 pq[pq_wp] <= {last_wd, s_addr};
                 pq_wp <= pq_wp + 1'b1;
@@ -205,8 +205,10 @@ module dma #(
             rsp_last <= ext_rsp_valid && pq_head[12];
             sram_we <= ext_rsp_valid;
         end
-        sram_waddr <= pq_head[11:0];
-        sram_wdata <= ext_rsp_rdata;
+        if (ext_rsp_valid) begin
+            sram_waddr <= pq_head[11:0];
+            sram_wdata <= ext_rsp_rdata;
+        end
     end
 
     // ------------------------------------------------------------------- STORE words
@@ -221,10 +223,10 @@ module dma #(
             sk_rp <= 2'd0;
             sk_wp <= 2'd0;
             sk_count <= 3'd0;
-        end else begin
+        end else if (st_rd || st1_v || st2_v || sk_count != 3'd0) begin  // idle otherwise
             st1_v <= st_rd;
             st1_last <= st_rd && last_wd;
-            st1_addr <= e_addr;
+            if (st_rd) st1_addr <= e_addr;
             st2_v <= st1_v;
             st2_last <= st1_last;
             st2_addr <= st1_addr;

@@ -50,20 +50,20 @@ module ga2 (
 
     // ---- instruction memory and decode ----
     wire [IAW-1:0] fetch_addr;
-    wire [127:0]   iword;
+    wire [31:0]    iword [0:3];
     genvar j;
     generate
         for (j = 0; j < 4; j = j + 1) begin : g_imem
             ram_1r1w #(.WIDTH(32), .DEPTH(GA2_IMEM_INSTRS), .AW(IAW)) u_ram (
                 .clk(clk), .we(imem_we && imem_addr[1:0] == j), .waddr(imem_addr[IAW+1:2]), .wdata(imem_wdata),
-                .re(advance || rst), .raddr(fetch_addr), .rdata(iword[j*32 +: 32])
+                .re(advance || rst), .raddr(fetch_addr), .rdata(iword[j])
             );
         end
     endgenerate
-    wire [31:0] w0 = iword[31:0];
-    wire [31:0] w1 = iword[63:32];
-    wire [31:0] w2 = iword[95:64];
-    wire [31:0] w3 = iword[127:96];  // bits 31:24 are reserved by every instruction
+    wire [31:0] w0 = iword[0];
+    wire [31:0] w1 = iword[1];
+    wire [31:0] w2 = iword[2];
+    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
@@ -132,7 +132,7 @@ module ga2 (
     wire [15:0]  mm_rq_mult, vec_rq_mult;
     wire [5:0]   mm_rq_shift, vec_rq_shift;
     wire         mm_rq_busy, vec_rq_busy;
-    wire [31:0]  rq_y;
+    reg  [31:0]  rq_y;  // gathered procedurally (see g_rq)
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
@@ -154,12 +154,15 @@ module ga2 (
     genvar l;
     generate
         for (l = 0; l < 4; l = l + 1) begin : g_rq
+            wire [7:0] y;
             requant u_rq (
                 .clk(clk), .en(executing && (is_mm ? mm_rq_busy : is_vec && vec_rq_busy)),
                 .acc(is_mm ? mm_rq_acc[l*32 +: 32] : vec_rq_acc[l*32 +: 32]),
                 .mult(is_mm ? mm_rq_mult : vec_rq_mult), .shift(is_mm ? mm_rq_shift : vec_rq_shift),
-                .y(rq_y[l*8 +: 8])
+                .y(y)
             );
+            // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit
+            always @* rq_y[l*8 +: 8] = y;
         end
     endgenerate
 

@@ -415,11 +415,11 @@ module ga2_mm (
     wire        k_in      = {6'd0, tg2_k} < kl;  // dot pads K to a multiple of 4
     wire [1:0]  dot_row2  = tg2_k[1:0];
     wire [7:0]  dot_word2 = tg2_k[9:2];
-    wire [N*8-1:0]   a_next;
-    wire [N*N*8-1:0] b_next;
-    wire [31:0]      sr_word;                      // the arriving B word, lanes past K zero
-    wire [N*32-1:0]  sr_next;
-    wire [N*4-1:0]   srf_next, srl_next;
+    reg  [N*8-1:0]   a_next;
+    reg  [N*N*8-1:0] b_next;
+    reg  [31:0]      sr_word;                      // the arriving B word, lanes past K zero
+    reg  [N*32-1:0]  sr_next;
+    reg  [N*4-1:0]   srf_next, srl_next;
     reg  [N*8-1:0]   a_edge_v;
     reg  [N*N*8-1:0] b_edge_v;
     reg  [N*32-1:0]  sr_v;
@@ -428,19 +428,19 @@ module ga2_mm (
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
-            assign a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+            always @* a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
             for (gc = 0; gc < N; gc = gc + 1) begin : g_col
-                assign b_next[(ge*N+gc)*8 +: 8] = (step_b && brows && tg2_words[ge] && tg2_cols[4*ge+gc])
+                always @* b_next[(ge*N+gc)*8 +: 8] = (step_b && brows && tg2_words[ge] && tg2_cols[4*ge+gc])
                                                   ? rd_data[ge*32 + gc*8 +: 8] : 8'd0;
             end
             wire load = step_b && !brows && dot_row2 == ge;
-            assign sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? sr_word : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
-            assign srf_next[ge*4 +: 4]   = load ? ((dot_word2 == 8'd0) ? 4'b0001 : 4'b0000) : {1'b0, srf_v[ge*4 + 1 +: 3]};
-            assign srl_next[ge*4 +: 4]   = load ? (({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000)
+            always @* sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? sr_word : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
+            always @* srf_next[ge*4 +: 4]   = load ? ((dot_word2 == 8'd0) ? 4'b0001 : 4'b0000) : {1'b0, srf_v[ge*4 + 1 +: 3]};
+            always @* srl_next[ge*4 +: 4]   = load ? (({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000)
                                                 : {1'b0, srl_v[ge*4 + 1 +: 3]};
         end
         for (gc = 0; gc < 4; gc = gc + 1) begin : g_kmask
-            assign sr_word[gc*8 +: 8] = ({6'd0, dot_word2, gc[1:0]} < kl) ? rd_data[gc*8 +: 8] : 8'd0;
+            always @* sr_word[gc*8 +: 8] = ({6'd0, dot_word2, gc[1:0]} < kl) ? rd_data[gc*8 +: 8] : 8'd0;
         end
     endgenerate
     always @(posedge clk) begin
@@ -473,7 +473,7 @@ module ga2_mm (
     // lane delays: lane i of a_del / b_del is i cycles behind its edge register. One shift register
     // holds the last N-1 cycles' edges; synthesis keeps only the taps used (a triangle of registers).
     localparam integer EW = N * 8 + 2 + N * N * 8;  // an edge: A lanes, first, last, B lanes
-    wire [EW-1:0]       edge_now;
+    wire [EW-1:0]       edge_now = {b_edge_v, al_edge, af_edge, a_edge_v};
     reg  [EW*(N-1)-1:0] edge_past;                 // slice d-1: the edges of d cycles ago
     always @(posedge clk) begin
         if (rst) edge_past <= {EW*(N-1){1'b0}};
@@ -486,7 +486,6 @@ module ga2_mm (
     genvar gi, gj;
     generate
         for (gi = 0; gi < N; gi = gi + 1) begin : g_adel
-            assign edge_now[gi*8 +: 8] = a_edge[gi];
             if (gi == 0) begin : g_now
                 assign a_del[gi] = a_edge[gi];
                 assign af_del[gi] = af_edge;
@@ -499,7 +498,6 @@ module ga2_mm (
         end
         for (gj = 0; gj < N * N; gj = gj + 1) begin : g_bdel
             localparam integer D = gj % N;
-            assign edge_now[N*8 + 2 + gj*8 +: 8] = b_edge[gj];
             if (D == 0) begin : g_now
                 assign b_del[gj] = b_edge[gj];
             end else begin : g_late
@@ -507,8 +505,6 @@ module ga2_mm (
             end
         end
     endgenerate
-    assign edge_now[N*8] = af_edge;
-    assign edge_now[N*8+1] = al_edge;
 
     // the array's layout for the batch tile whose operands are arriving: array row i takes A row
     // i mod rt and (BROWS) belongs to group i / rt, whose top row takes B from the line
@@ -532,18 +528,18 @@ module ga2_mm (
         end
     end
 
-    wire [N*8-1:0]   a_left;
-    wire [N-1:0]     first_left, last_left;
-    wire [N*N*8-1:0] b_inj;
+    reg  [N*8-1:0]   a_left;
+    reg  [N-1:0]     first_left, last_left;
+    reg  [N*N*8-1:0] b_inj;
     wire [N*N*32-1:0] res;
     genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            assign a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*32 +: 8];
-            assign first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*4];
-            assign last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*4];
+            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*32 +: 8];
+            always @* first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*4];
+            always @* last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*4];
             for (gt = 0; gt < N; gt = gt + 1) begin : g_top
-                assign b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gt] :
+                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gt] :
                                                  (gr == 0) ? a_del[gt] : 8'd0;
             end
         end
@@ -723,10 +719,10 @@ module ga2_mm (
         else if (run) d_v <= {d_v[(RQ-1)*DW-1:0], d_in};
     end
     // the requant bank advances while a slot is on its way through it
-    wire [RQ-1:0] d_oks;
+    reg  [RQ-1:0] d_oks;
     generate
         for (gq = 0; gq < RQ; gq = gq + 1) begin : g_ok
-            assign d_oks[gq] = d_v[gq*DW + DW-2];
+            always @* d_oks[gq] = d_v[gq*DW + DW-2];
         end
     endgenerate
     assign rq_busy = w1_ok || (d_oks != {RQ{1'b0}});

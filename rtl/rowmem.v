@@ -18,15 +18,18 @@ module rowmem #(
     input  wire [31:0]      wdata,
     input  wire             re,
     input  wire [AW-1:0]    raddr,
-    output wire [NB*32-1:0] rdata
+    output reg  [NB*32-1:0] rdata
 );
     genvar b;
     generate
         for (b = 0; b < NB; b = b + 1) begin : g_bank
+            wire [31:0] q;
             ram_1r1w #(.WIDTH(32), .DEPTH(DEPTH), .AW(AW)) u_ram (
                 .clk(clk), .we(we && (wbank == b)), .waddr(waddr), .wdata(wdata),
-                .re(re), .raddr(raddr), .rdata(rdata[b*32 +: 32])
+                .re(re), .raddr(raddr), .rdata(q)
             );
+            // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit
+            always @* rdata[b*32 +: 32] = q;
         end
     endgenerate
 endmodule

@@ -23,7 +23,7 @@ module systolic #(
     input  wire [N-1:0]      last_left,
     input  wire [N*N*8-1:0]  b_inj,     // row i, column c at bits (i*N+c)*8
     input  wire [N-1:0]      inj,
-    output wire [N*N*32-1:0] res        // PE(i,c) at bits (i*N+c)*32
+    output reg  [N*N*32-1:0] res        // PE(i,c) at bits (i*N+c)*32
 );
     // this step's sum: the product added to the running sum, or alone on a result's first step (a
     // function rather than a wire, so an event-driven simulator computes it only at the clock edge)
@@ -47,7 +47,7 @@ module systolic #(
                 reg         f_q, l_q;
                 reg  signed [15:0] prod;
                 reg         f_p, l_p;
-                reg  [31:0] acc_q, res_q;
+                reg  [31:0] acc_q;
                 wire [7:0]  a_in;
                 wire [7:0]  b_in;
                 wire        f_in, l_in;
@@ -75,7 +75,7 @@ module systolic #(
                         f_p <= 1'b0;
                         l_p <= 1'b0;
                         acc_q <= 32'd0;
-                        res_q <= 32'd0;
+                        res[(i*N+c)*32 +: 32] <= 32'd0;
                     end else if (en) begin
                         a_q <= a_in;
                         b_q <= b_in;
@@ -85,10 +85,9 @@ module systolic #(
                         f_p <= f_q;
                         l_p <= l_q;
                         acc_q <= step_sum(f_p, acc_q, prod);
-                        if (l_p) res_q <= step_sum(f_p, acc_q, prod);
+                        if (l_p) res[(i*N+c)*32 +: 32] <= step_sum(f_p, acc_q, prod);
                     end
                 end
-                assign res[(i*N+c)*32 +: 32] = res_q;
             end
         end
     endgenerate

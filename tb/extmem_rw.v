@@ -43,21 +43,18 @@ module extmem_rw #(
         if (req_valid && req_ready && req_we) mem[a[AW-1:0]] <= req_wdata;
     end
 
-    // reads: a pipeline of LATENCY stages (none for LATENCY = 0)
-    reg        pv [1:PIPE];
-    reg [31:0] pd [1:PIPE];
-    integer s;
+    // reads: a pipeline of LATENCY stages (none for LATENCY = 0); stage s is bit s-1 of pv and word
+    // s-1 of pd (one spare stage on top keeps the shifts free of width casts). It moves only while
+    // a read is in it.
+    reg [PIPE:0]        pv;
+    reg [32*PIPE+31:0]  pd;
+    wire                moving = take_read || (pv[PIPE-1:0] != {PIPE{1'b0}});
     always @(posedge clk) begin
-        if (rst) begin
-            for (s = 1; s <= PIPE; s = s + 1) pv[s] <= 1'b0;
-        end else begin
-            pv[1] <= take_read;
-            for (s = 2; s <= PIPE; s = s + 1) pv[s] <= pv[s-1];
-        end
-        pd[1] <= mem[a[AW-1:0]];
-        for (s = 2; s <= PIPE; s = s + 1) pd[s] <= pd[s-1];
+        if (rst) pv <= {(PIPE+1){1'b0}};
+        else if (moving) pv <= {pv[PIPE-1:0], take_read};
+        if (moving) pd <= {pd[32*PIPE-1:0], mem[a[AW-1:0]]};
     end
-    assign rsp_valid = (LATENCY == 0) ? take_read : pv[PIPE];
-    assign rsp_rdata = (LATENCY == 0) ? mem[a[AW-1:0]] : pd[PIPE];
+    assign rsp_valid = (LATENCY == 0) ? take_read : pv[PIPE-1];
+    assign rsp_rdata = (LATENCY == 0) ? mem[a[AW-1:0]] : pd[32*PIPE-32 +: 32];
 endmodule
 `default_nettype wire
