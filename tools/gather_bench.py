@@ -7,8 +7,10 @@ over the pool (pages handed out in a shuffled order, as after a long run of free
 the front half trimmed, as the window rule does. Then, side by side in one run:
 
   contiguous   ``cache[L - W:L].copy()`` on one contiguous numpy array (what a host without pages does)
-  paged numpy  ``ArrayPageTable.gather``: block-table lookup, then one ``np.take``
-  paged list   ``PageTable.rows`` on a pool of Python lists (the book's pool, row by row)
+  paged numpy  ``ArrayPageTable.gather``: the block-table lookup, then one slice (rows within one
+               page) or one ``np.take`` of the pages the rows span
+  paged list   ``PageTable.rows`` on a pool of Python lists (the book's pool; the rows of those
+               pages are joined into one list and sliced)
 
 Each is timed as the median of repeats; per row and as a ratio to the contiguous copy.
 Usage: gather_bench.py [--repeats N]
