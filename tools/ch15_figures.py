@@ -11,7 +11,8 @@
   15.7 serving arithmetic          (example B, study 4)
 
 Example B's numbers come from out/ch15_example_b.json when present, else example B is run.
-Usage: ch15_figures.py
+
+Usage: python tools/ch15_figures.py      (``make figures`` runs it)
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ import os
 import sys
 from pathlib import Path
 
-import matplotlib
+import bootstrap
+
+bootstrap.need("numpy", "matplotlib")
+
+import cli  # noqa: E402
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -178,7 +184,7 @@ def example_b() -> dict:
         import ch15_example_b
 
         with contextlib.redirect_stdout(io.StringIO()):
-            ch15_example_b.main()
+            ch15_example_b.main([])
     return json.loads(path.read_text())
 
 
@@ -259,14 +265,16 @@ def figure_serving(b: dict) -> Path:
     return save(fig, "fig15_7_serving.png")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    cli.parser(__doc__).parse_args(argv)
     OUT.mkdir(exist_ok=True)
     b = example_b()
     made = [figure_block_table(), figure_cycles(), figure_window(), figure_memory(b), figure_sharing(b),
             figure_accuracy(b), figure_serving(b)]
     for path in made:
         print("wrote", path.relative_to(TOOLS.parent))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
