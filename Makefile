@@ -6,7 +6,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures bench waves ch12 report tools clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report tools clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -46,6 +46,9 @@ examples: $(STAMP)
 
 figures: $(STAMP)
 	$(PY) tools/ch15_figures.py
+
+selfcheck: $(STAMP)
+	$(PY) tools/ch15_selfcheck.py
 
 ch12: $(STAMP) tools
 	$(PY) tools/ch12_run.py

@@ -1,6 +1,6 @@
 """The Chapter 15 tools as a reader runs them: they find the project's .venv whatever Python
-started them, --help only helps, a mistaken argument is one line and exit status 2, and the
-mutants sit where the book says."""
+started them, --help only helps, a mistaken argument is one line and exit status 2, the mutants
+sit where the book says, and the self-check answers agree with the chapter's arithmetic."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 import ch15_run
+import ch15_selfcheck
 import mut_ch15
 import mutation as M
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BOOK_TOOLS = ("ch15_run", "ch15_example_a", "ch15_example_b", "ch15_figures", "mut_ch15", "gather_bench")
+BOOK_TOOLS = ("ch15_run", "ch15_example_a", "ch15_example_b", "ch15_figures", "ch15_selfcheck", "mut_ch15",
+              "gather_bench")
 
 
 def run_tool(path: Path, *args: str, python: str = sys.executable, env: dict | None = None):
@@ -40,6 +42,7 @@ def test_help_prints_usage_and_runs_nothing(tool):
 @pytest.mark.parametrize("tool, args, named", [
     ("mut_ch15", ["-j", "0"], "-j/--jobs"),
     ("mut_ch15", ["-k", "no mutant says this"], "-k"),
+    ("ch15_selfcheck", ["-q", "9"], "-q/--question"),
     ("gather_bench", ["--repeats", "many"], "--repeats"),
     ("ch15_example_a", ["--free-order", "random"], "--free-order"),
     ("ch15_run", ["--steps", "8"], "--steps"),
@@ -139,3 +142,9 @@ def test_the_savings_line_is_computed_from_the_totals():
     assert "100.0 cycles on average" in lines[0]
     assert lines[1] == "over 3 steps a window of 8 saves 33.3% and a window of 4 saves 43.3% of the cycles of no window"
 
+
+def test_the_eight_self_check_answers_agree_with_the_chapters_arithmetic(capsys):
+    assert ch15_selfcheck.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.count("DISAGREES") == 0 and "8 answers, every one agrees" in out
+    assert "= 87.5%" in out

@@ -12,7 +12,7 @@ The free list is a stack: the page handed out next is the last entry of ``pt.fre
 book calls its front) and a freed page is pushed there. The free list is printed sorted, as in the
 book; ``--free-order next-first`` prints it in the order the pages will be handed out. (In this
 trace the two agree, because every page freed is the lowest free one; after other sequences of
-frees they do not.)
+frees they do not: python tools/ch15_selfcheck.py -q 3.)
 """
 
 from __future__ import annotations
