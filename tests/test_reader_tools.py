@@ -107,13 +107,20 @@ def test_a_tool_restarts_under_the_venv_with_its_arguments(fake_checkout):
 def test_an_incomplete_venv_is_reported_once_not_restarted_again(fake_checkout):
     make_venv_python(fake_checkout, with_dependency=False)
     line = one_line_exit_2(run_tool(fake_checkout / "tools" / "probe.py"))
-    assert "incomplete" in line and "make sim" in line
+    assert "incomplete" in line and "delete .venv, then run `make sim`" in line
 
 
 def test_a_venv_python_that_cannot_start_is_reported(fake_checkout):
     make_venv_python(fake_checkout, with_dependency=True, executable=False)
     line = one_line_exit_2(run_tool(fake_checkout / "tools" / "probe.py"))
-    assert "cannot start" in line and "make sim" in line
+    assert "cannot start" in line and "delete .venv, then run `make sim`" in line
+
+
+def test_a_venv_whose_python_is_gone_is_reported(fake_checkout):
+    (fake_checkout / ".venv" / "bin").mkdir(parents=True)
+    (fake_checkout / ".venv" / "bin" / "python").symlink_to(fake_checkout / "no-such-python")
+    line = one_line_exit_2(run_tool(fake_checkout / "tools" / "probe.py"))
+    assert "cannot start" in line and "delete .venv, then run `make sim`" in line
 
 
 # ---- the mutants where the book puts them --------------------------------------------------------

@@ -21,26 +21,29 @@ RESTARTED = "CAPRA_RESTARTED_UNDER_VENV"  # set in the restarted process, so a b
 def need(*modules: str) -> None:
     """Return when this Python is 3.11+ and can import every module; otherwise restart the running
     script under .venv/bin/python, or exit 2 with one line if that cannot help."""
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    problems = []
     if sys.version_info < (3, 11):  # noqa: UP036 (this file runs under whatever Python a reader types)
-        missing.insert(0, "Python 3.11+")
-    if not missing:
+        problems.append(f"is Python {sys.version_info[0]}.{sys.version_info[1]}, not 3.11+")
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        problems.append(f"lacks {', '.join(missing)}")
+    if not problems:
         os.environ.pop(RESTARTED, None)  # the tool's own subprocesses start clean
         return
-    what = f"{', '.join(missing)} not found by {sys.executable}"
+    what = f"{sys.executable} {' and '.join(problems)}"
     script = getattr(sys.modules["__main__"], "__file__", None)
-    if os.environ.get(RESTARTED):
-        _stop(f"{what}: the .venv is incomplete; run `make sim` again (or delete .venv, then `make sim`)")
-    if not (VENV / "bin" / "python").exists():
-        _stop(f"{what}: run `make sim` first (it creates .venv with everything the tools need)")
-    if script is None:
-        _stop(f"{what}: use {VENV / 'bin' / 'python'}")
-    os.environ[RESTARTED] = "1"
     python = str(VENV / "bin" / "python")
+    if not VENV.exists():
+        _stop(f"{what}: run `make sim` first (it creates .venv with everything the tools need)")
+    if os.environ.get(RESTARTED):
+        _stop(f"{what}: the .venv is incomplete; delete .venv, then run `make sim`")
+    if script is None:
+        _stop(f"{what}: use {python}")
+    os.environ[RESTARTED] = "1"
     try:
         os.execv(python, [python, script, *sys.argv[1:]])
     except OSError as error:
-        _stop(f"{what}, and {python} cannot start ({error.strerror}): delete .venv, then `make sim`")
+        _stop(f"{what}, and {python} cannot start ({error.strerror}): delete .venv, then run `make sim`")
 
 
 def _stop(message: str) -> None:
