@@ -2,7 +2,7 @@
 """Chapter 15's mutation run: one-line breaks of the page table, the window and the host, each made
 in a temporary copy of the code (never in your files) and judged by paged_tests.check_all().
 
-    python tools/mut_ch15.py             the book's eighteen (below, in BOOK) and yours (in ADDED)
+    python tools/mut_ch15.py             the book's eighteen (BOOK in this file) and yours (ADDED)
     python tools/mut_ch15.py --all       ... and the compiler, machine-model and RTL mutants
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
     python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
@@ -12,7 +12,7 @@ caught". 'caught' is the expected result: the checks noticed the break. The exit
 when the unbroken code passes and every mutant is caught (or shown equivalent).
 
 A mutant is an exact edit: replace OLD with NEW in FILE, where OLD must occur exactly once. The
-book's mutants judge with check_all() alone, so a break that only tests/test_paged.py would see
+book's mutants are judged by check_all() alone, so a break that only tests/test_paged.py would see
 (the exact block ids of its tiny pools) survives here: to close such a gap, add a check to
 model/paged_tests.py.
 
