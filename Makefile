@@ -7,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures bench waves ch12 report tools synth-tools synth synth-check clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -63,6 +63,9 @@ examples: $(STAMP)
 
 figures: $(STAMP)
 	$(PY) tools/ch15_figures.py
+
+selfcheck: $(STAMP)
+	$(PY) tools/ch15_selfcheck.py
 
 ch12: $(STAMP) tools
 	$(PY) tools/ch12_run.py

@@ -19,8 +19,8 @@ The host (``PagedChip``)
     compiled and every step after the window fills runs the same program: the cost of a step stops
     growing.
 
-Book-level names (SPEC section 5): ``OutOfPages``, ``PageTable``, ``float_windowed``,
-``float_generate``, ``calibrate``, ``PagedChip``.
+The chapter's listings call ``OutOfPages``, ``PageTable``, ``float_windowed``, ``float_generate``,
+``calibrate`` and ``PagedChip`` by these names; docs/paged_host.md describes them and the exercises.
 """
 
 from __future__ import annotations
@@ -79,97 +79,38 @@ class PageTable:
         page      rows per page
         pool      the physical pages: ``pool[p][off]`` is one row (any Python object)
         ref       ``ref[p]``: how many block-table entries name page p (0 means free)
-        free      the free list; the next page handed out is ``free[-1]``, a freed page is pushed
-                  on the end, so a page just freed is the first one reused
+        free      the free list, used as a stack: the next page handed out is ``free[-1]`` and a
+                  freed page is pushed there, so the page freed last is the first one reused
         table     ``table[rid]``: the physical pages of request rid that are still held, in order
         length    ``length[rid]``: rows ever appended to rid (released rows included)
         dropped   ``dropped[rid]``: pages released from the front of rid's table by ``trim``
 
-    Invariants (checked by paged_tests after every random operation):
-        ref[p] equals the number of block-table entries naming p; a page is on the free list
-        exactly when ref[p] == 0, and at most once; logical row i of rid lives in
-        ``table[rid][i // page - dropped[rid]]`` at offset ``i % page``.
+    Where a row lives (``_span`` is the one place this is computed): logical row i of rid is at
+    offset ``i % page`` of physical page ``table[rid][i // page - dropped[rid]]``.
+
+    Invariants (checked by paged_tests after every random operation): ref[p] equals the number of
+    block-table entries naming p; a page is on the free list exactly when ref[p] == 0, and at most
+    once.
     """
 
     def __init__(self, n_pages: int, page: int = 4) -> None:
         if n_pages < 1 or page < 1:
             raise ValueError(f"PageTable needs n_pages >= 1 and page >= 1, got n_pages={n_pages}, page={page}")
         self.page = page
-        self._offsets = np.arange(page)  # row offsets within a page, for _slots
-        self.pool = self._make_pool(n_pages, page)
+        self.pool = [[None] * page for _ in range(n_pages)]
         self.ref = [0] * n_pages
-        self.free = list(range(n_pages - 1, -1, -1))  # page 0 is handed out first
+        self.free = list(range(n_pages - 1, -1, -1))  # page 0 on top: handed out first
         self.table: dict[Hashable, list[int]] = {}
         self.length: dict[Hashable, int] = {}
         self.dropped: dict[Hashable, int] = {}
 
-    # -- storage: the only methods that touch ``pool`` (ArrayPageTable overrides them) --
-
-    def _make_pool(self, n_pages: int, page: int):
-        return [[None] * page for _ in range(n_pages)]
-
-    def _write_row(self, p: int, off: int, row) -> None:
-        self.pool[p][off] = row
-
-    def _copy_page(self, src: int, dst: int) -> None:
-        self.pool[dst][:] = self.pool[src]
-
-    def gather(self, rid: Hashable, lo: int, hi: int):
-        """Rows lo <= i < hi of rid through the block table, as a list (see ``rows``)."""
-        page = self.page
-        return [self.pool[s // page][s % page] for s in self._slots(rid, lo, hi).tolist()]
-
-    def _page_span(self, rid: Hashable, lo: int, hi: int) -> tuple[list[int], int]:
-        """The physical pages that hold logical rows lo .. hi-1 of rid, and lo's offset in the first.
-
-        The one place that maps logical rows to physical pages: row i is on table entry
-        ``i // page - dropped`` (released pages are gone from the front of the table).
-        """
-        self._check_range(rid, lo, hi)
-        if hi == lo:
-            return [], 0
-        page, drop = self.page, self.dropped[rid]
-        first, last = lo // page - drop, (hi - 1) // page - drop
-        return self.table[rid][first : last + 1], lo % page
-
-    def _slots_of(self, pages: list[int], start: int, count: int) -> np.ndarray:
-        """Flat pool indices ``p * page + offset`` of `count` rows from offset `start` of `pages`."""
-        slots = (np.asarray(pages, dtype=np.intp)[:, None] * self.page + self._offsets).ravel()
-        return slots[start : start + count]
-
-    def _slots(self, rid: Hashable, lo: int, hi: int) -> np.ndarray:
-        """Where logical rows lo .. hi-1 of rid live, as flat pool indices."""
-        pages, start = self._page_span(rid, lo, hi)
-        return self._slots_of(pages, start, hi - lo)
-
-    # -- checks: they raise before anything changes --
-
-    def _require(self, rid: Hashable) -> None:
-        if rid not in self.table:
-            raise UnknownRequest(f"request {rid!r} is not in the page table (never created, or already released)")
-
-    def _check_range(self, rid: Hashable, lo: int, hi: int) -> None:
-        self._require(rid)
-        n, first_kept = self.length[rid], self.dropped[rid] * self.page
-        if not 0 <= lo <= hi <= n:
-            raise RowOutOfRange(f"request {rid!r}: rows {lo}..{hi - 1} asked for, it has rows 0..{n - 1}")
-        if lo < first_kept:
-            raise RowsReleased(f"request {rid!r}: row {lo} was released by trim (rows before {first_kept} are gone)")
-
-    def _take_free_page(self) -> int:
-        p = self.free.pop()
-        self.ref[p] = 1
-        return p
-
-    def _unref(self, p: int) -> None:
-        self.ref[p] -= 1
-        if self.ref[p] == 0:
-            self.free.append(p)
-
     # -- the operations --
 
     def new(self, rid: Hashable) -> None:
-        """Start request rid with an empty block table. Raises RequestExists if rid is live."""
+        """Start request rid with an empty block table (no page is taken until its first append).
+
+        Raises RequestExists if rid is live.
+        """
         if rid in self.table:
             raise RequestExists(f"request {rid!r} already exists; release it first")
         self.table[rid] = []
@@ -179,7 +120,7 @@ class PageTable:
     def append(self, rid: Hashable, row) -> None:
         """Write the next row of rid.
 
-        A new page is taken when the last page is full (or there is none); if the last page is
+        A new page is taken when the last page is full (or there is none). If the last page is
         shared, it is first copied into a private page (copy-on-write), so the other owners never
         see the write. Either way needs one free page: if there is none, OutOfPages is raised and
         nothing changes.
@@ -193,14 +134,14 @@ class PageTable:
             raise OutOfPages(f"request {rid!r}: no free page for row {self.length[rid]} "
                              f"(pool of {len(self.ref)} pages of {self.page} rows, all in use)")
         if starts_page:
-            t.append(self._take_free_page())
+            t.append(self._alloc())
         elif shared_tail:
             shared = t[-1]
-            private = self._take_free_page()
-            self._copy_page(shared, private)
+            private = self._alloc()
+            self.pool[private][:] = self.pool[shared]
             self._unref(shared)
             t[-1] = private
-        self._write_row(t[-1], off, row)
+        self.pool[t[-1]][off] = row
         self.length[rid] += 1
 
     def rows(self, rid: Hashable, lo: int, hi: int) -> list:
@@ -209,8 +150,10 @@ class PageTable:
         Raises UnknownRequest, RowOutOfRange (outside 0 .. length) or RowsReleased (below the
         first row still held).
         """
-        rows = self.gather(rid, lo, hi)
-        return rows if isinstance(rows, list) else rows.tolist()
+        self._check_range(rid, lo, hi)
+        pages, start = self._span(rid, lo, hi)
+        held = [row for p in pages for row in self.pool[p]]  # every row of those pages, in order
+        return held[start : start + hi - lo]
 
     def trim(self, rid: Hashable, keep_from: int) -> None:
         """Release the pages that lie entirely before logical row keep_from.
@@ -254,32 +197,61 @@ class PageTable:
         """Physical pages in use (referenced by at least one block table)."""
         return len(self.ref) - len(self.free)
 
+    # -- helpers --
+
+    def _span(self, rid: Hashable, lo: int, hi: int) -> tuple[list[int], int]:
+        """The physical pages that hold rows lo .. hi-1 of rid, and the offset of row lo in the first.
+
+        The block-table lookup: row i is on entry ``i // page - dropped`` of the table (the pages
+        trim released are gone from its front), at offset ``i % page``.
+        """
+        if lo == hi:
+            return [], 0
+        drop = self.dropped[rid]
+        first = lo // self.page - drop
+        last = (hi - 1) // self.page - drop
+        return self.table[rid][first : last + 1], lo % self.page
+
+    def _alloc(self) -> int:
+        """Take the page on top of the free list (append has checked that there is one)."""
+        p = self.free.pop()
+        self.ref[p] = 1
+        return p
+
+    def _unref(self, p: int) -> None:
+        """One owner fewer; the last one out puts the page back on the free list."""
+        self.ref[p] -= 1
+        if self.ref[p] == 0:
+            self.free.append(p)
+
+    def _require(self, rid: Hashable) -> None:
+        if rid not in self.table:
+            raise UnknownRequest(f"request {rid!r} is not in the page table (never created, or already released)")
+
+    def _check_range(self, rid: Hashable, lo: int, hi: int) -> None:
+        self._require(rid)
+        n, first_kept = self.length[rid], self.dropped[rid] * self.page
+        if not 0 <= lo <= hi <= n:
+            raise RowOutOfRange(f"request {rid!r}: rows {lo}..{hi - 1} asked for, it has rows 0..{n - 1}")
+        if lo < first_kept:
+            raise RowsReleased(f"request {rid!r}: row {lo} was released by trim (rows before {first_kept} are gone)")
+
 
 class ArrayPageTable(PageTable):
     """A PageTable whose pool is one numpy array, for fixed-shape numeric rows (the K/V cache).
 
-    ``pool`` has shape ``(n_pages, page, *row_shape)``. ``gather`` returns the rows as one array
-    built by a single ``np.take`` through the block table, so reading a window of W rows costs one
-    vectorised copy rather than W Python lookups. Rows are stored as ``dtype`` (float64 by default,
-    which keeps the chip's dequantized k/v values exact). Bookkeeping and errors are those of
-    PageTable.
+    ``pool`` has shape ``(n_pages, page, *row_shape)`` and rows are stored as ``dtype`` (float64 by
+    default, which keeps the chip's dequantized k/v values exact). The bookkeeping, the lookup and
+    the errors are PageTable's; what this class adds is ``gather``, which returns the rows as one
+    new array in one or two numpy calls instead of one Python lookup per row, and a shape check
+    on append.
     """
 
     def __init__(self, n_pages: int, page: int = 4, row_shape: Sequence[int] = (), dtype=np.float64) -> None:
+        super().__init__(n_pages, page)
         self.row_shape = tuple(row_shape)
         self.dtype = np.dtype(dtype)
-        super().__init__(n_pages, page)
-
-    def _make_pool(self, n_pages: int, page: int) -> np.ndarray:
-        pool = np.zeros((n_pages, page, *self.row_shape), dtype=self.dtype)
-        self._flat = pool.reshape(-1, *self.row_shape)  # a view: physical row p * page + offset
-        return pool
-
-    def _write_row(self, p: int, off: int, row) -> None:
-        self.pool[p, off] = row  # append has already checked the shape
-
-    def _copy_page(self, src: int, dst: int) -> None:
-        self.pool[dst] = self.pool[src]
+        self.pool = np.zeros((n_pages, page, *self.row_shape), dtype=self.dtype)
 
     def append(self, rid: Hashable, row) -> None:
         # Convert before the table changes, so a row of the wrong shape leaves everything as it was.
@@ -288,28 +260,22 @@ class ArrayPageTable(PageTable):
             raise BadRow(f"request {rid!r}: row of shape {value.shape}, the pool holds rows of shape {self.row_shape}")
         super().append(rid, value)
 
-    # Up to this many pages a gather slices page by page (views, one concatenation); beyond it one
-    # fancy-indexed np.take is cheaper. Measured with tools/gather_bench.py.
-    SLICE_PAGES = 8
-
     def gather(self, rid: Hashable, lo: int, hi: int) -> np.ndarray:
-        """Rows lo <= i < hi of rid as one new array of shape (hi - lo, *row_shape)."""
-        pages, start = self._page_span(rid, lo, hi)
-        return self._read(pages, start, hi - lo)
+        """Rows lo <= i < hi of rid as one new array of shape (hi - lo, *row_shape).
 
-    def _read(self, pages: list[int], start: int, count: int) -> np.ndarray:
-        if count == 0:
-            return np.empty((0, *self.row_shape), dtype=self.dtype)
-        if len(pages) > self.SLICE_PAGES:
-            return np.take(self._flat, self._slots_of(pages, start, count), axis=0)
-        page = self.page
+        Same checks and errors as ``rows``. Rows within one page are one slice; rows across
+        several pages take those pages whole (one ``np.take``) and slice the run out of them.
+        """
+        self._check_range(rid, lo, hi)
+        pages, start = self._span(rid, lo, hi)
+        stop = start + hi - lo
         if len(pages) == 1:
-            return self.pool[pages[0], start : start + count].copy()
-        end = (start + count - 1) % page + 1  # rows used in the last page
-        parts = [self.pool[pages[0], start:]]
-        parts += [self.pool[p] for p in pages[1:-1]]
-        parts.append(self.pool[pages[-1], :end])
-        return np.concatenate(parts)
+            return self.pool[pages[0], start:stop].copy()
+        return self.pool.take(pages, axis=0).reshape(-1, *self.row_shape)[start:stop]
+
+    def rows(self, rid: Hashable, lo: int, hi: int) -> list:
+        """As PageTable.rows, each row a nested list of floats."""
+        return self.gather(rid, lo, hi).tolist()
 
 
 # ---- the windowed float reference ----------------------------------------------------------------

@@ -3,8 +3,10 @@
 
 (1) memory waste: a contiguous reservation per request against pages of several sizes;
 (2) prefix sharing with copy-on-write; (3) what a window costs in accuracy on random models;
-(4) serving arithmetic (derived, not measured). Usage: ch15_example_b.py.
-Writes out/ch15_example_b.json (read by tools/ch15_figures.py).
+(4) serving arithmetic (derived, not measured). Writes out/ch15_example_b.json (read by
+tools/ch15_figures.py).
+
+Usage: python tools/ch15_example_b.py
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import os
 import random
 import sys
 from pathlib import Path
+
+import bootstrap
+
+bootstrap.need("numpy")
+
+import cli  # noqa: E402
 
 os.environ["GA2_EXT"] = "8192"
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,12 +206,14 @@ def json_keys(value):
     return value
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    cli.parser(__doc__).parse_args(argv)
     result = {**study_memory(), "share": study_sharing(), "win": study_window(), "serve": study_serving()}
     out = ROOT / "out" / "ch15_example_b.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(json_keys(result), indent=1) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

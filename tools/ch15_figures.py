@@ -11,7 +11,8 @@
   15.7 serving arithmetic          (example B, study 4)
 
 Example B's numbers come from out/ch15_example_b.json when present, else example B is run.
-Usage: ch15_figures.py
+
+Usage: python tools/ch15_figures.py      (``make figures`` runs it)
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ import os
 import sys
 from pathlib import Path
 
-import matplotlib
+import bootstrap
+
+bootstrap.need("numpy", "matplotlib")
+
+import cli  # noqa: E402
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -37,6 +43,7 @@ sys.path.insert(0, str(TOOLS.parent / "model"))
 
 import paged_lm as PL  # noqa: E402
 import tiny_lm as T  # noqa: E402
+from capra import isa  # noqa: E402
 
 COLOURS = {"None": "#444444", "8": "#1f77b4", "4": "#d62728"}
 RELEASED, HELD, FREE, WINDOW = "#dddddd", "#9ecae1", "#ffffff", "#fdae6b"
@@ -82,7 +89,7 @@ def figure_block_table() -> Path:
         entry = lp - pt.dropped["A"]
         label = str(pt.table["A"][entry]) if entry >= 0 else "-"
         box(ax, lp * 2.3 + 0.8, 2.5, 0.6, 0.6, HELD if entry >= 0 else RELEASED, label, fontsize=9)
-    ax.text(0, 1.35, "physical pool (8 pages)", fontsize=9, weight="bold")
+    ax.text(0, -0.25, "physical pool (8 pages)", fontsize=9, weight="bold", va="top")
     for p in range(len(pt.ref)):
         colour = HELD if pt.ref[p] else FREE
         box(ax, p * 1.15, 0.2, 1.0, 0.9, colour, f"page {p}\n" + ("held" if pt.ref[p] else "free"))
@@ -93,7 +100,7 @@ def figure_block_table() -> Path:
     ax.text(9.4, 0.6, "page 0 held rows 0-3,\nwas freed at step 9\nand now holds rows 12-13",
             fontsize=8, va="center")
     ax.set_xlim(-0.2, 12)
-    ax.set_ylim(0, 6)
+    ax.set_ylim(-0.7, 6)
     ax.axis("off")
     ax.set_title("Figure 15.1: logical rows, the block table and the physical pool (pages of 4, window 6, "
                  "after 14 steps)", fontsize=10)
@@ -107,28 +114,53 @@ def cycles_per_step() -> tuple[dict[str, list[int]], str]:
     path = OUT / "ch15_run.json"
     if path.exists():
         data = json.loads(path.read_text())
-        return data["cycles"], "RTL, Icarus = Verilator (out/ch15_run.json)"
+        return data["cycles"], "RTL replay: Icarus = Verilator = machine model"
     m = T.make_model("structured")
     cycles = {}
     for W in (None, 8, 4):
         _, records = PL.PagedChip(m, 32, W).generate(0, 32)
         cycles[str(W)] = [r["counters"][0] for r in records]
-    return cycles, "machine model (exact, equal to the RTL's counters)"
+    return cycles, "machine model, whose counters equal the RTL's"
+
+
+def staircase_period(series: list[int]) -> int | None:
+    """The spacing of the large jumps in a growing series (at least 3x the median step), if regular."""
+    steps = [b - a for a, b in zip(series, series[1:])]
+    typical = sorted(steps)[len(steps) // 2]
+    jumps = [i for i, d in enumerate(steps) if d >= 3 * max(typical, 1)]
+    gaps = {b - a for a, b in zip(jumps, jumps[1:])}
+    return gaps.pop() if len(jumps) >= 3 and len(gaps) == 1 else None
 
 
 def figure_cycles() -> Path:
     cycles, source = cycles_per_step()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for W, series in cycles.items():
         label = "no window" if W == "None" else f"window {W}"
-        ax.plot(range(1, len(series) + 1), series, marker="o", ms=3, color=COLOURS.get(W), label=label)
+        steps = range(1, len(series) + 1)
+        left.plot(steps, series, marker="o", ms=3, color=COLOURS.get(W), label=label)
+        right.plot(steps, [c - series[0] for c in series], marker="o", ms=3, color=COLOURS.get(W), label=label)
         if W != "None":
-            ax.axvline(int(W), color=COLOURS.get(W), ls=":", lw=1)
-    ax.set_xlabel("decode step L (context = min(L, W) tokens)")
-    ax.set_ylabel("cycles per step")
-    ax.set_title(f"Figure 15.2: cycles per decode step\n({source})", fontsize=10)
-    ax.legend()
-    ax.grid(alpha=0.3)
+            for ax in (left, right):
+                ax.axvline(int(W), color=COLOURS.get(W), ls=":", lw=1, label=f"window {W} full from step {W}")
+    left.set_ylim(0, max(max(s) for s in cycles.values()) * 1.08)
+    left.set_ylabel("cycles per step")
+    left.set_title("cycles per step (the axis starts at 0)", fontsize=9)
+    left.legend(fontsize=8, loc="lower right")
+    right.set_ylim(0, None)
+    right.set_ylabel("cycles above step 1")
+    right.set_title("the growth alone: cycles above those of step 1", fontsize=9)
+    right.legend(fontsize=8, loc="upper left")
+    period = staircase_period(cycles["None"])
+    if period is not None:
+        why = (f": the scores matmul gains a column tile of the {isa.N} x {isa.N} array every {isa.N} tokens"
+               if period == isa.N else "")
+        fig.text(0.5, -0.06, f"Without a window the cost grows by a larger step every {period} tokens of context{why}.",
+                 ha="center", fontsize=9)
+    for ax in (left, right):
+        ax.set_xlabel("decode step L (context = min(L, W) tokens)")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"Figure 15.2: cycles per decode step; {source}", fontsize=10)
     return save(fig, "fig15_2_cycles_per_step.png")
 
 
@@ -178,7 +210,7 @@ def example_b() -> dict:
         import ch15_example_b
 
         with contextlib.redirect_stdout(io.StringIO()):
-            ch15_example_b.main()
+            ch15_example_b.main([])
     return json.loads(path.read_text())
 
 
@@ -211,6 +243,9 @@ def figure_sharing(b: dict) -> Path:
     ax.bar([i + 0.2 for i in x], shared, width=0.4, label="prompt shared (fork + copy-on-write)", color="#1f77b4")
     for i, k in enumerate(keys):
         ax.text(i + 0.2, shared[i] + 2, f"{b['share'][k][2]} copies", ha="center", fontsize=7)
+        saved = 100 * (copied[i] - shared[i]) / copied[i]
+        ax.text(i, copied[i] + 6, f"saved {saved:.0f}%", ha="center", fontsize=8, weight="bold")
+    ax.set_ylim(0, max(copied) * 1.18)
     ax.set_xticks(list(x), [f"prompt {k.split('/')[0]}\npage {k.split('/')[1]}" for k in keys], fontsize=8)
     ax.set_ylabel("pages in use")
     ax.legend(fontsize=8)
@@ -259,14 +294,16 @@ def figure_serving(b: dict) -> Path:
     return save(fig, "fig15_7_serving.png")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    cli.parser(__doc__).parse_args(argv)
     OUT.mkdir(exist_ok=True)
     b = example_b()
     made = [figure_block_table(), figure_cycles(), figure_window(), figure_memory(b), figure_sharing(b),
             figure_accuracy(b), figure_serving(b)]
     for path in made:
         print("wrote", path.relative_to(TOOLS.parent))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,13 +2,15 @@
 """Chapter 15: the software checks, then 32 decode steps of the tiny model with no window, a window
 of 8 and a window of 4, each replayed on the RTL in Icarus and in Verilator.
 
-Usage: ch15_run.py        (``make sim`` runs it)
+Usage: python tools/ch15_run.py        (``make sim`` runs it)
 
-Prints the book's three sections with this project's numbers, then a verdict: every check passed,
-every replay PASSed, both simulators printed identical counters (equal to the machine model's),
-windowed steps cost the same once the window is full, and the totals are ordered
-None > 8 > 4. Exits 1 if any of that fails. Writes the cycles per step to out/ch15_run.json
-(read by tools/ch15_figures.py) and the replay images to out/ch15_W<window>.hex.
+Prints the book's three sections with this project's numbers: the checks, the rule and the pages
+in use, the replays and a table of cycles per step with the totals, what one more token of context
+costs and what each window saves. Then a verdict: every check passed, every replay PASSed, both
+simulators printed identical counters (equal to the machine model's), windowed steps cost the
+same once the window is full, and the totals are ordered None > 8 > 4. Exits 1 if any of that
+fails. Writes the cycles per step to out/ch15_run.json (read by tools/ch15_figures.py) and the
+replay images to out/ch15_W<window>.hex.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import bootstrap
+
+bootstrap.need("numpy")
+
+import cli  # noqa: E402
 
 os.environ["GA2_EXT"] = "8192"
 TOOLS = Path(__file__).resolve().parent
@@ -117,7 +125,21 @@ def section_replay(decodes: dict) -> tuple[dict, list[str]]:
     for L in TABLE_STEPS:
         print(f"{L:5d} " + " ".join(f"{cycles[W][L - 1]:14d}" for W in WINDOWS))
     print(f"{'total':>5} " + " ".join(f"{sum(cycles[W]):14d}" for W in WINDOWS))
+    print()
+    for line in cost_lines(cycles):
+        print(" ", line)
     return cycles, problems
+
+
+def cost_lines(cycles: dict) -> list[str]:
+    """What one more token of context costs without a window, and what each window saves in total."""
+    full = cycles[None]
+    per_token = (full[-1] - full[0]) / (len(full) - 1)
+    saved = [f"a window of {W} saves {100 * (sum(full) - sum(cycles[W])) / sum(full):.1f}%"
+             for W in WINDOWS if W is not None]
+    return [f"without a window one more token of context costs {per_token:.1f} cycles on average "
+            f"(step 1: {full[0]}, step {len(full)}: {full[-1]})",
+            f"over {len(full)} steps {' and '.join(saved)} of the cycles of no window"]
 
 
 def shape_problems(cycles: dict) -> list[str]:
@@ -132,7 +154,8 @@ def shape_problems(cycles: dict) -> list[str]:
     return problems
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    cli.parser(__doc__).parse_args(argv)
     problems = section_checks()
     decodes, found = section_rule(T.make_model("structured"))
     problems += found

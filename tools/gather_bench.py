@@ -7,23 +7,29 @@ over the pool (pages handed out in a shuffled order, as after a long run of free
 the front half trimmed, as the window rule does. Then, side by side in one run:
 
   contiguous   ``cache[L - W:L].copy()`` on one contiguous numpy array (what a host without pages does)
-  paged numpy  ``ArrayPageTable.gather``: block-table lookup, then one ``np.take``
-  paged list   ``PageTable.rows`` on a pool of Python lists (the book's pool, row by row)
+  paged numpy  ``ArrayPageTable.gather``: the block-table lookup, then one slice (rows within one
+               page) or one ``np.take`` of the pages the rows span
+  paged list   ``PageTable.rows`` on a pool of Python lists (the book's pool; the rows of those
+               pages are joined into one list and sliced)
 
 Each is timed as the median of repeats; per row and as a ratio to the contiguous copy.
-Usage: gather_bench.py [--repeats N]
+Usage: python tools/gather_bench.py [--repeats N]       (``make bench`` runs it)
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+import bootstrap
+
+bootstrap.need("numpy")
+
+import cli  # noqa: E402
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
@@ -79,10 +85,11 @@ def measure(W: int, repeats: int) -> tuple[float, float, float]:
     return t_plain, t_numpy, t_list
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser(__doc__)
+    parser.add_argument("--repeats", type=cli.int_range(1, 1000), default=15,
+                        help="timing samples per measurement, 1..1000 (default 15)")
+    args = parser.parse_args(argv)
     print("one step's gather of the last W rows (k and v, 2 x 16 float64 per row), pages of "
           f"{PAGE} rows, block table scattered; median of {args.repeats} repeats")
     print(f"{'W':>6} {'contiguous':>12} {'paged numpy':>12} {'ratio':>7} {'paged list':>12} {'ratio':>7}"
@@ -93,7 +100,8 @@ def main() -> None:
         print(f"{W:6d} {per_row[0]:12.1f} {per_row[1]:12.1f} {t_numpy / t_plain:6.1f}x {per_row[2]:12.1f} "
               f"{t_list / t_plain:6.1f}x")
     print("ratio = time of the gather / time of the contiguous copy of the same rows, measured in this run")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

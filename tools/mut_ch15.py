@@ -1,37 +1,114 @@
-"""Mutation run of Chapter 15 (and, with --all, of the compiler, the machine model and the RTL).
+#!/usr/bin/env python3
+"""Chapter 15's mutation run: one-line breaks of the page table, the window and the host, each made
+in a temporary copy of the code (never in your files) and judged by paged_tests.check_all().
 
-Each mutant breaks one line of a temporary copy of the code; the checks must notice it. The
-logic and the list of mutants live in model/mutation.py; this script parses arguments and prints.
-
-    python tools/mut_ch15.py             the book's eighteen page-table, window and host breaks
+    python tools/mut_ch15.py             the book's eighteen (BOOK in this file) and yours (ADDED)
     python tools/mut_ch15.py --all       ... and the compiler, machine-model and RTL mutants
-    python tools/mut_ch15.py --list      print the mutants (file, old text, new text), run nothing
+    python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
     python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
+
+It prints one line per mutant, then "page table, window and host: <k> of <n> broken versions
+caught". 'caught' is the expected result: the checks noticed the break. The exit status is 0 only
+when the unbroken code passes and every mutant is caught (or shown equivalent).
+
+A mutant is an exact edit: replace OLD with NEW in FILE, where OLD must occur exactly once. The
+book's mutants are judged by check_all() alone, so a break that only tests/test_paged.py would see
+(the exact block ids of its tiny pools) survives here: to close such a gap, add a check to
+model/paged_tests.py.
+
+Re-anchoring after an exercise. When you edit model/paged_lm.py, a mutant whose OLD text you
+changed prints NO LONGER APPLIES with the text it looked for. Find the line that now does that
+job, copy it exactly (spaces included) into the mutant's OLD in this file, write the same break
+of it as NEW, and check it alone: python tools/mut_ch15.py -k "<a word of its description>". If
+the job is gone from your code, delete the mutant and say why in your commit.
+
+The engine (copying, applying, running the checks) is model/mutation.py; it also holds the
+compiler, machine-model and RTL mutants of --all.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+
+import bootstrap
+
+bootstrap.need("numpy", "pytest", "hypothesis", "cocotb")  # what the checks of --all run with
+
+import cli  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
 
 import mutation as M  # noqa: E402
 
+PAGED_LM = "model/paged_lm.py"
+
+
+def _book(area: str, old: str, new: str, what: str) -> M.Mutant:
+    return M.Mutant(area, PAGED_LM, old, new, what, "paged")
+
+
+# The book's eighteen, on this project's model/paged_lm.py (``mutation.BOOK`` is this list).
+BOOK: list[M.Mutant] = [
+    _book("page table", "            self.free.append(p)", "            pass",
+          "a page freed by its last owner is not returned to the free list"),
+    _book("page table", "        if self.ref[p] == 0:", "        if self.ref[p] <= 1:",
+          "a freed page is put on the free list while others still share it"),
+    _book("page table", "            self.ref[p] += 1", "            pass",
+          "fork does not count the new owner"),
+    _book("page table", "shared_tail = not starts_page and self.ref[t[-1]] > 1", "shared_tail = False",
+          "no copy before writing into a shared page"),
+    _book("page table", "            self.pool[private][:] = self.pool[shared]", "            pass",
+          "the copy-on-write copy is empty"),
+    _book("page table", "            self._unref(shared)", "            pass",
+          "the copy keeps the shared page's reference"),
+    _book("page table", "off = self.length[rid] % self.page", "off = self.length[rid] % (self.page + 1)",
+          "a new page is taken from a full page's neighbour (offset uses page+1)"),
+    _book("page table", "drop = self.dropped[rid]", "drop = 0",
+          "the block-table lookup ignores pages already dropped"),
+    _book("page table", "(self.dropped[rid] + 1) * self.page <= keep_from",
+          "(self.dropped[rid] + 1) * self.page <= keep_from + 1",
+          "trim releases a page that still holds a needed row"),
+    _book("page table", "(self.dropped[rid] + 1) * self.page <= keep_from",
+          "(self.dropped[rid] + 2) * self.page <= keep_from",
+          "trim keeps pages that are completely outside the window"),
+    _book("page table", "for p in self.table.pop(rid):", "for p in self.table.pop(rid)[:0]:",
+          "release forgets the request's pages"),
+    _book("page table", "if (starts_page or shared_tail) and not self.free:", "if False:",
+          "exhaustion is not reported"),
+    _book("window", "return kc[len(kc) - (W - 1):]", "return kc[len(kc) - W:]",
+          "the float reference keeps W rows, not W-1"),
+    _book("window", "return L if W is None else min(L, W)", "return L if W is None else min(L, W + 1)",
+          "the chip's context is W+1"),
+    _book("host", "stop = start + hi - lo", "start, stop = start + 1, start + 1 + hi - lo",
+          "the gather starts one row late"),
+    _book("host", 'inputs["kc"] = rows[:, 0]', 'inputs["kc"] = rows[:, 1]',
+          "the gather returns values where keys belong"),
+    _book("host", "cache.trim(0, self.trim_point(L))", "cache.trim(0, 0)",
+          "pages outside the window are never released"),
+    _book("host", "max(0, L + 1 - self.W)", "max(0, L - self.W)",
+          "the trim point is one token too late"),
+]
+
+# Exercise 5: your own mutants, in the same form; they run with the book's and count in its line.
+ADDED: list[M.Mutant] = []
+
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli.parser(__doc__)
     ap.add_argument("--all", action="store_true", help="add the compiler, machine-model and RTL mutants")
-    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit (runs nothing)")
     ap.add_argument("-k", dest="word", help="only mutants whose area or description contains WORD")
-    ap.add_argument("-j", "--jobs", type=int, default=2, help="mutants checked at once (default 2)")
+    ap.add_argument("-j", "--jobs", type=cli.int_range(1, 64), default=2,
+                    help="mutants checked at once, 1..64 (default 2)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print what each check reported")
     args = ap.parse_args(argv)
 
-    mutants = M.BOOK + (M.EXTENDED if args.all else [])
+    mutants = BOOK + ADDED + (M.EXTENDED if args.all else [])
     if args.word:
         mutants = [m for m in mutants if args.word.lower() in f"{m.area}: {m.what}".lower()]
+        if not mutants:
+            ap.error(f"argument -k: no mutant's area or description contains {args.word!r} (see --list)")
     if args.list:
         for m in mutants:
             print(f"{m.area}: {m.what}\n    {m.file}: {m.old!r} -> {m.new!r}  [check: {m.check}]")

@@ -1,0 +1,51 @@
+"""Start a tool under the project's own Python when the one that started it lacks a package.
+
+``make sim`` (like every make target) creates ``.venv`` from pyproject.toml. A reader who types
+``python tools/ch15_run.py`` with a Python that has no numpy (or is older than 3.11) gets the same
+run: ``need`` starts the script again under ``.venv/bin/python`` with the same arguments. Without
+a usable ``.venv`` it prints one line saying what to do and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / ".venv"
+RESTARTED = "CAPRA_RESTARTED_UNDER_VENV"  # set in the restarted process, so a broken .venv cannot loop
+
+
+def need(*modules: str) -> None:
+    """Return when this Python is 3.11+ and can import every module; otherwise restart the running
+    script under .venv/bin/python, or exit 2 with one line if that cannot help."""
+    problems = []
+    if sys.version_info < (3, 11):  # noqa: UP036 (this file runs under whatever Python a reader types)
+        problems.append(f"is Python {sys.version_info[0]}.{sys.version_info[1]}, not 3.11+")
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        problems.append(f"lacks {', '.join(missing)}")
+    if not problems:
+        os.environ.pop(RESTARTED, None)  # the tool's own subprocesses start clean
+        return
+    what = f"{sys.executable} {' and '.join(problems)}"
+    script = getattr(sys.modules["__main__"], "__file__", None)
+    python = str(VENV / "bin" / "python")
+    if not VENV.exists():
+        _stop(f"{what}: run `make sim` first (it creates .venv with everything the tools need)")
+    if os.environ.get(RESTARTED):
+        _stop(f"{what}: the .venv is incomplete; delete .venv, then run `make sim`")
+    if script is None:
+        _stop(f"{what}: use {python}")
+    os.environ[RESTARTED] = "1"
+    try:
+        os.execv(python, [python, script, *sys.argv[1:]])
+    except OSError as error:
+        _stop(f"{what}, and {python} cannot start ({error.strerror}): delete .venv, then run `make sim`")
+
+
+def _stop(message: str) -> None:
+    print(f"{Path(sys.argv[0]).name}: {message}", file=sys.stderr)
+    raise SystemExit(2)
