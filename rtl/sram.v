@@ -62,7 +62,7 @@ module sram #(
         end
     endgenerate
 
-    wire [31:0] bank_q [0:BANKS-1];  // an array of nets, not one wide bus: Icarus rebuilds a bus on every part change
+    reg  [BANKS*32-1:0] bank_rdata;  // bank b's read data in bits 32b+31:32b (see g_bank)
     genvar b;
     generate
         for (b = 0; b < BANKS; b = b + 1) begin : g_bank
@@ -74,12 +74,15 @@ module sram #(
             wire          dr_hit = dr_en && (dr_bank == B);
             wire          wd_hit = wd_en && (wd_bank == B);
             wire          wc_hit = wc_en && (wc_bank == B);
+            wire [31:0] q;
             ram_1r1w #(.WIDTH(32), .DEPTH(BW), .AW(RW)) u_ram (
                 .clk(clk),
                 .we(wd_hit || wc_hit), .waddr(wd_hit ? wd_row : wc_row), .wdata(wd_hit ? wd_data : wc_data),
                 .re(dr_hit || p0_hit || p1_hit), .raddr(dr_hit ? dr_row : p0_hit ? p0_row[j0] : p1_row),
-                .rdata(bank_q[b])
+                .rdata(q)
             );
+            // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit
+            always @* bank_rdata[b*32 +: 32] = q;
         end
     endgenerate
 
@@ -95,12 +98,12 @@ module sram #(
         dr_v <= dr_en;
         for (k = 0; k < 4; k = k + 1) begin
             if (|p0_mask) p0_sel[k] <= p0_bank[k];
-            if (p0_v) p0_data[k*32 +: 32] <= bank_q[p0_sel[k]];
+            if (p0_v) p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
         end
         if (p1_en) p1_sel <= p1_bank;
         if (dr_en) dr_sel <= dr_bank;
-        if (p1_v) p1_data <= bank_q[p1_sel];
-        if (dr_v) dr_data <= bank_q[dr_sel];
+        if (p1_v) p1_data <= bank_rdata[p1_sel*32 +: 32];
+        if (dr_v) dr_data <= bank_rdata[dr_sel*32 +: 32];
     end
 endmodule
 `default_nettype wire

@@ -25,17 +25,6 @@ module systolic #(
     input  wire [N-1:0]      inj,
     output reg  [N*N*32-1:0] res        // PE(i,c) at bits (i*N+c)*32
 );
-    // this step's sum: the product added to the running sum, or alone on a result's first step (a
-    // function rather than a wire, so an event-driven simulator computes it only at the clock edge)
-    function [31:0] step_sum;
-        input        first;
-        input [31:0] acc;
-        input [15:0] prod;
-        begin
-            step_sum = (first ? 32'd0 : acc) + {{16{prod[15]}}, prod};
-        end
-    endfunction
-
     // Each PE keeps its own registers (declared inside its generate block), so a simulator only
     // re-evaluates a PE when its own inputs change.
     genvar i, c;
@@ -84,8 +73,11 @@ module systolic #(
                         prod <= $signed(a_q) * $signed(b_q);
                         f_p <= f_q;
                         l_p <= l_q;
-                        acc_q <= step_sum(f_p, acc_q, prod);
-                        if (l_p) res[(i*N+c)*32 +: 32] <= step_sum(f_p, acc_q, prod);
+                        // the product added to the running sum, or alone on a result's first
+                        // step; the same sum goes to res on its last (written out twice rather
+                        // than as a wire, so an event simulator computes it at the clock edge only)
+                        acc_q <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
+                        if (l_p) res[(i*N+c)*32 +: 32] <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
                     end
                 end
             end

@@ -1,6 +1,6 @@
 """Capra: the int8 graph compiler for GA2 and the exact machine model of the chip.
 
-Book-level API (Chapters 11-12, SPEC section 4):
+Book-level API (Chapters 11-12):
 
     P = compile_graph(graph, calib, ranges=...)      a Program, with P.code
     out = run(P, inputs)                              the program's integer semantics in numpy

@@ -11,9 +11,11 @@ writes and the tensors compute writes live apart: loaded constants and inputs fr
 computed tensors from the top down, and each region that both write (a concat of cached rows and
 a new row) in a bank group of its own when one is free.
 
-Schedule. Compute instructions run in graph order. Weights and inputs are loaded by the DMA in
-the order they are first needed (a load into a concat region counts as needed by the node that
-writes the region's computed part). The emitter keeps time with the machine model's own DMA
+Schedule. Weights and inputs are loaded by the DMA in the order they are first needed (a load into
+a concat region counts as needed by the node that writes the region's computed part); compute
+instructions run in dependency order, each time the one whose data arrives first. A weight of more
+than CHUNK_WORDS words is loaded in column chunks, and its matmul runs chunk by chunk (MM column
+windows) while the next chunk arrives. The emitter keeps time with the machine model's own DMA
 timeline (``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a
 LOAD never stalls the sequencer and DMA time hides behind compute time. A WAIT precedes a node
 whose operands are still in flight, or that would use a bank port a transfer is using. An output
@@ -583,9 +585,9 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             prefetch()
         window = chunked.get(node.inputs[1]) if node.op == "matmul" else None
         if window:
-            base = first_unit[node.inputs[1]]
+            base, weight = first_unit[node.inputs[1]], node.inputs[1]
             _emit_chunked_matmul(out, node, tensors, params, window,
-                                 lambda c, b=base: arrive(b + c, f"wait for chunk {c} of {node.inputs[1]}"))
+                                 lambda c, b=base, w=weight: arrive(b + c, f"wait for chunk {c} of {w}"))
         else:
             _emit_node(out, graph, node, tensors, params, prefetch)
         store(i)
@@ -607,7 +609,8 @@ def _emit_chunked_matmul(out: _Emitter, node: Node, tensors: dict[str, Tensor], 
     out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
     for c, (first, tiles) in enumerate(window):
         arrive(c)
-        b_words = set((b.sram + first + np.arange(b.rows)[:, None] * mw + np.arange(tiles)[None, :]).reshape(-1).tolist())
+        b_words = b.sram + first + np.arange(b.rows)[:, None] * mw + np.arange(tiles)[None, :]
+        b_words = set(b_words.reshape(-1).tolist())
         t_words = set((t.sram + first + np.arange(t.rows)[:, None] * t.row_words
                        + np.arange(tiles)[None, :]).reshape(-1).tolist())
         out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, a.cols, t.cols, out8=True, relu=node.attrs["relu"],
