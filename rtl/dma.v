@@ -60,7 +60,7 @@ module dma #(
     wire [DW-1:0] d_head = dq[dq_rp];
 
     // ------------------------------------------------------------------ the request engine
-    localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2, R_STAIL = 2'd3;
+    localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2;
     reg [1:0]  state;
     reg        store;
     reg [15:0] rows_m1, cols_m1, r, c, e_row, e_stride;
@@ -106,7 +106,7 @@ module dma #(
     wire advance  = ld_fire || st_rd;  // the current transfer's word went out
     wire req_done = advance && last_wd;
     // the engine can take a descriptor this cycle
-    wire free     = (state == R_IDLE) || (state == R_STAIL) || (req_done && !store);
+    wire free     = (state == R_IDLE) || (req_done && !store);
     wire have_q   = (dq_count != 3'd0);
     wire take_st  = have_q ? d_head[DW-1] : is_store;
     wire take     = free && (have_q || start) && (!take_st || loads_out == 3'd0);
@@ -163,7 +163,7 @@ module dma #(
             end
             case (state)
                 R_SETUP: state <= R_REQ;
-                R_REQ: if (req_done) state <= store ? R_STAIL : R_IDLE;
+                R_REQ: if (req_done) state <= R_IDLE;
                 default: state <= R_IDLE;
             endcase
             if (take) begin

@@ -412,12 +412,13 @@ module ga2_mm (
     // c cycles. Dot: one shift register per array row holds that row's current B word and flags.
     // The next values are wires and each edge register is one vector: few events per cycle.
     wire        step_b    = (tg2_kind == T_B);
-    wire        k_in      = {6'd0, tg2_k} < kl;  // dot pads K to a multiple of 4
+    // dot pads K to a multiple of 4: A's lanes past K enter as zero, so B's (whatever they hold)
+    // add nothing to the sums
+    wire        k_in      = {6'd0, tg2_k} < kl;
     wire [1:0]  dot_row2  = tg2_k[1:0];
     wire [7:0]  dot_word2 = tg2_k[9:2];
     reg  [N*8-1:0]   a_next;
     reg  [N*N*8-1:0] b_next;
-    reg  [31:0]      sr_word;                      // the arriving B word, lanes past K zero
     reg  [N*32-1:0]  sr_next;
     reg  [N*4-1:0]   srf_next, srl_next;
     reg  [N*8-1:0]   a_edge_v;
@@ -434,13 +435,10 @@ module ga2_mm (
                                                   ? rd_data[ge*32 + gc*8 +: 8] : 8'd0;
             end
             wire load = step_b && !brows && dot_row2 == ge;
-            always @* sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? sr_word : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
+            always @* sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? rd_data[31:0] : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
             always @* srf_next[ge*4 +: 4]   = load ? ((dot_word2 == 8'd0) ? 4'b0001 : 4'b0000) : {1'b0, srf_v[ge*4 + 1 +: 3]};
             always @* srl_next[ge*4 +: 4]   = load ? (({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000)
                                                 : {1'b0, srl_v[ge*4 + 1 +: 3]};
-        end
-        for (gc = 0; gc < 4; gc = gc + 1) begin : g_kmask
-            always @* sr_word[gc*8 +: 8] = ({6'd0, dot_word2, gc[1:0]} < kl) ? rd_data[gc*8 +: 8] : 8'd0;
         end
     endgenerate
     always @(posedge clk) begin

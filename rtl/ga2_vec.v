@@ -113,48 +113,38 @@ module ga2_vec (
     end
 
     // ------------------------------------------------------- the word's tag, two reads down
-    // t1/t2: the cycle after word_done and the one after that, when b (and a, unless it came a
-    // cycle earlier and waits in a_hold) is here.
-    reg        t1_on, t2_on, t1_last, t2_last, t1_split, t2_split;
+    // t1/t2: the cycle after word_done and the one after that, when b is here. So is a: when the
+    // two clash, a was read a cycle before b, and the scratchpad's line port holds a read's data
+    // until its next read (rtl/sram.v), which comes after b's.
+    reg        t1_on, t2_on, t1_last, t2_last;
     reg [13:0] t1_w, t2_w;             // word index (n < 2^16: below 2^14)
-    reg        h1_on, h2_on;             // an a read whose b comes a cycle later
     reg [3:0]  t2_ok;                    // the word's lanes below n (worked out a cycle early)
     wire [15:0] first1 = {t1_w, 2'b00};
-    reg [31:0] a_hold;
     always @(posedge clk) begin
         if (rst) begin
             t1_on <= 1'b0;
             t2_on <= 1'b0;
             t1_last <= 1'b0;
             t2_last <= 1'b0;
-            t1_split <= 1'b0;
-            t2_split <= 1'b0;
             t1_w <= 14'd0;
             t2_w <= 14'd0;
             t2_ok <= 4'd0;
-            h1_on <= 1'b0;
-            h2_on <= 1'b0;
         end else if (busy) begin
             t1_on <= word_done;
             t1_last <= word_done && last_w;
-            t1_split <= second;
             t1_w <= w[13:0];
             t2_on <= t1_on;
             t2_last <= t1_last;
-            t2_split <= t1_split;
             t2_w <= t1_w;
             t2_ok <= {first1 + 16'd3 < len, first1 + 16'd2 < len, first1 + 16'd1 < len, first1 < len};
-            h1_on <= issuing && clash && !second;
-            h2_on <= h1_on;
         end
-        if (h2_on) a_hold <= ra_data;
     end
 
     // --------------------------------------------------------------------- the lanes' pipeline
     // Stage 1: the products (ADD: a*qa and b*qb; MUL: a*b) and the results that need no
     // requantization. Stage 2: ADD's sum, which with MUL's product goes to the requant bank
     // (ADD: multiplier 1; MUL: qa) and comes back five cycles later; the rest keeps pace.
-    wire [31:0] a_word = t2_split ? a_hold : ra_data;
+    wire [31:0] a_word = ra_data;
     wire [15:0] first  = {t2_w, 2'b00};  // element index of lane 0 in this word
 
     reg  signed [24:0] s1_pa [0:3];

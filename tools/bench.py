@@ -9,7 +9,6 @@ Usage: bench.py [--repeats N]"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -21,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]
 
 import capra  # noqa: E402
+import cli  # noqa: E402
 import decode  # noqa: E402
 import ga2_progs  # noqa: E402
 import hw  # noqa: E402
@@ -112,8 +112,9 @@ def kernels() -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap = cli.parser(__doc__)
+    ap.add_argument("--repeats", type=cli.int_range(1, 20), default=3,
+                    help="runs per simulator timing, the median is printed (1..20, default 3)")
     args = ap.parse_args()
     simulator_speed(args.repeats)
     kernels()

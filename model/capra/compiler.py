@@ -196,7 +196,14 @@ class _Emitter:
                       if race(x, reads, writes, self.t + 1, self.t + cycles)]
             if not racing:
                 break
-            self.wait_for(racing[-1], f"wait: {note} would race transfer {racing[-1]}")
+            # one WAIT, for the first transfer after whose end the instruction (decoded the cycle
+            # after the WAIT releases) races none: waiting out one race can push it into the next
+            index = racing[-1]
+            while index + 1 < len(self.transfers) and any(
+                    race(x, reads, writes, self.transfers[index].end + 2, self.transfers[index].end + 1 + cycles)
+                    for x in self.transfers):
+                index += 1
+            self.wait_for(index, f"wait: {note} would race transfer {index}")
         self.emit(words, note, cycles)
 
     def has_room(self) -> bool:

@@ -3,7 +3,9 @@ numpy matmul plus the machine model's bias / relu / requantize steps, and isa.mm
 
 A is R packed int8 rows of K; B is M rows of K (dot form) or, with BROWS, K rows of M; the result is
 R rows of M, packed int8 (OUT8) or one int32 word each. Each matmul starts in the cycle after the
-previous one's done; the words around the output must be left alone.
+previous one's done; the words around the output must be left alone, and the unit may read only the
+words the machine model says it reads (A, the window's B words and bias words): the model's rules on
+bank ports rely on that.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import requantize, wrap32
+from cocotb.triggers import RisingEdge, Timer
 from cocotb_util import (
     Scratchpad,
     pack_int8,
@@ -69,6 +72,41 @@ def random_shape(r, index: int) -> tuple[int, int, int]:
             r.choice((1, 3, 4, 6, 16, 17, r.randint(1, 24))))
 
 
+def words_read(a_base: int, b_base: int, bias_base: int, rows: int, k: int, m: int, flags: int, first: int,
+               tiles: int) -> set[int]:
+    """The scratchpad words an MM reads: its A rows, the B words of its column window, and with BIAS
+    the window's bias words."""
+    kw, mw = words_for(k), words_for(m)
+    end = mw if tiles == 0 else first + tiles
+    cols = range(4 * first, min(4 * end, m))
+    words = set(range(a_base, a_base + rows * kw))
+    if flags & isa.MM_BROWS:
+        words |= {b_base + row * mw + t for row in range(k) for t in range(first, end)}
+    else:
+        words |= {b_base + col * kw + w for col in cols for w in range(kw)}
+    if flags & isa.MM_BIAS:
+        words |= {bias_base + col for col in cols}
+    return words
+
+
+class Reads:
+    """Every word the unit reads on its line port (rd_mask, rd_addr), sampled after each clock edge."""
+
+    def __init__(self, dut) -> None:
+        self.words: set[int] = set()
+        cocotb.start_soon(self._watch(dut))
+
+    async def _watch(self, dut) -> None:
+        edge, settled = RisingEdge(dut.clk), Timer(2, unit="ns")
+        while True:
+            await edge
+            await settled
+            mask = int(dut.rd_mask.value)
+            if mask:
+                base = int(dut.rd_addr.value)
+                self.words |= {(base + j) % isa.SRAM_WORDS for j in range(4) if mask >> j & 1}
+
+
 class Layout:
     """Places operand blocks one after another with random gaps inside the window."""
 
@@ -96,6 +134,7 @@ async def test_ga2_mm_random_matmuls(dut):
     inputs = ("start", "flags", "r_total", "k_len", "m_total", "win_first", "win_tiles", "a_base", "b_base",
               "out_base", "qa", "qs", "qbias")
     cycles, sram, r = await start_unit(dut, inputs, WINDOW)
+    reads = Reads(dut)
     macs = 0
     for index in range(MATMULS):
         rows, k, m = random_shape(r, index)
@@ -121,6 +160,7 @@ async def test_ga2_mm_random_matmuls(dut):
         first, tiles = random_window(r, m)
         what = (f"mm R={rows} K={k} M={m} window={first}+{tiles} flags={flags:04b} A={a_base} B={b_base} "
                 f"out={out_base} bias={bias_base} qa={qa} qs={qs}")
+        reads.words.clear()
         await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags, first, tiles), what,
                        dict(flags=flags, r_total=rows, k_len=k, m_total=m, win_first=first, win_tiles=tiles,
                             a_base=a_base, b_base=b_base, out_base=out_base, qa=qa, qs=qs, qbias=bias_base))
@@ -128,5 +168,7 @@ async def test_ga2_mm_random_matmuls(dut):
         for i, word in window_words(expected_words(a, b_km, bias, flags, qa, qs), rows, m, flags, first, tiles):
             sram.mirror[out_base + i] = word
         await sram.check(out_base - 1, out_words + 2, what)
+        stray = reads.words - words_read(a_base, b_base, bias_base, rows, k, m, flags, first, tiles)
+        assert not stray, f"{what}: read words it has no business reading, e.g. {sorted(stray)[:8]}"
         macs += rows * k * m
     dut._log.info("ga2_mm: %d random matmuls, %d MACs", MATMULS, macs)
