@@ -18,17 +18,27 @@ def parser(doc: str) -> Parser:
     return Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def int_range(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse type: an integer in lo .. hi."""
+def _show(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
 
-    def parse(text: str) -> int:
+
+def in_range(kind: Callable[[str], float], lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` (int or float) in lo .. hi."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> float:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi}")
+            raise argparse.ArgumentTypeError(f"{_show(value)} is outside {_show(lo)}..{_show(hi)}")
         return value
 
-    parse.__name__ = "integer"
+    parse.__name__ = "integer" if kind is int else "number"
     return parse
+
+
+def int_range(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in lo .. hi."""
+    return in_range(int, lo, hi)  # type: ignore[return-value]

@@ -38,10 +38,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RTL_DIR = "rtl"  # include directory (ga2_defs.vh) and where a module missing from a block's files is looked up
@@ -885,29 +887,11 @@ def verdict(results: list[Result]) -> tuple[bool, str]:
 # ---------------------------------------------------------------------------------------------
 
 
-class OneLineErrors(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line (and exits 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def in_range(kind: Callable[[str], int | float], low: float, high: float) -> Callable[[str], int | float]:
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text} is outside {low:g}..{high:g}")
-        return value
-    return parse
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     names = [b.name for b in BLOCKS]
-    ap = OneLineErrors(prog="synth.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="Blocks: " + ", ".join(names) + ".")
+    ap = cli.parser(__doc__)
+    ap.prog = "synth.py"
+    ap.epilog = "Blocks: " + ", ".join(names) + "."
     ap.add_argument("blocks", nargs="*", metavar="BLOCK", help="blocks to run (default: all)")
     ap.add_argument("--check-memories", action="store_true",
                     help="run only the memory check (no synthesis to cells, no place and route)")
@@ -916,13 +900,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--synth-anyway", action="store_true",
                     help="synthesize blocks that fail the memory check too (a flip-flop memory can take an hour)")
     ap.add_argument("--no-cache", action="store_true", help="ignore cached results in out/synth/")
-    ap.add_argument("--jobs", type=in_range(int, 1, 64), default=2, metavar="N",
+    ap.add_argument("--jobs", type=cli.in_range(int, 1, 64), default=2, metavar="N",
                     help="blocks run at a time (default 2)")
-    ap.add_argument("--timeout", type=in_range(float, 1, 86400), default=300.0, metavar="SECONDS",
+    ap.add_argument("--timeout", type=cli.in_range(float, 1, 86400), default=300.0, metavar="SECONDS",
                     help="seconds allowed per Yosys or nextpnr step before the block is reported as timed out "
                          "(default 300)")
-    ap.add_argument("--seed", type=in_range(int, 0, 2**31 - 1), default=1, metavar="N", help="nextpnr seed (default 1)")
-    ap.add_argument("--target-mhz", type=in_range(float, 1, 1000), default=100.0, metavar="MHZ",
+    ap.add_argument("--seed", type=cli.in_range(int, 0, 2**31 - 1), default=1, metavar="N",
+                    help="nextpnr seed (default 1)")
+    ap.add_argument("--target-mhz", type=cli.in_range(float, 1, 1000), default=100.0, metavar="MHZ",
                     help="nextpnr target frequency; the Fmax reported is what it achieved (default 100)")
     args = ap.parse_args(argv)
     unknown = [name for name in args.blocks if name not in names]
