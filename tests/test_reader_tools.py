@@ -42,6 +42,8 @@ def test_help_prints_usage_and_runs_nothing(tool):
 @pytest.mark.parametrize("tool, args, named", [
     ("mut_ch15", ["-j", "0"], "-j/--jobs"),
     ("mut_ch15", ["-k", "no mutant says this"], "-k"),
+    ("mut_ch15", ["-k", ""], "-k"),
+    ("gen_exp_lut", ["--chek"], "--chek"),
     ("ch15_selfcheck", ["-q", "9"], "-q/--question"),
     ("gather_bench", ["--repeats", "many"], "--repeats"),
     ("ch15_example_a", ["--free-order", "random"], "--free-order"),
@@ -53,6 +55,14 @@ def test_a_bad_argument_is_one_line_naming_it_and_exit_2(tool, args, named):
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], proc.stderr
+
+
+def test_gen_exp_lut_help_writes_nothing():
+    lut = ROOT / "rtl" / "exp_lut.v"
+    before = lut.stat().st_mtime_ns
+    proc = run_tool(ROOT / "tools" / "gen_exp_lut.py", "--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:"), proc.stdout[:200]
+    assert lut.stat().st_mtime_ns == before, "--help rewrote rtl/exp_lut.v"
 
 
 # ---- bootstrap: the project's .venv, whatever Python starts a tool -------------------------------

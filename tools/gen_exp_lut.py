@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Write rtl/exp_lut.v from the machine model's exponent table, so the RTL and Python share one table.
 
-Usage: python tools/gen_exp_lut.py [--check]   (--check exits 1 if the file on disk differs)
+    python tools/gen_exp_lut.py           rewrite rtl/exp_lut.v
+    python tools/gen_exp_lut.py --check   write nothing; exit 1 if the file differs from the table
 """
 
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "model"))
+sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]
 
+import cli  # noqa: E402
 from capra.machine import exp_table  # noqa: E402
 
 HEADER = """`timescale 1ns/1ps
@@ -45,9 +47,12 @@ def render() -> str:
 
 
 def main() -> int:
+    ap = cli.parser(__doc__)
+    ap.add_argument("--check", action="store_true", help="compare only; write nothing")
+    args = ap.parse_args()
     path = ROOT / "rtl" / "exp_lut.v"
     text = render()
-    if "--check" in sys.argv:
+    if args.check:
         same = path.exists() and path.read_text() == text
         print("rtl/exp_lut.v is up to date" if same else "rtl/exp_lut.v differs from the model's table")
         return 0 if same else 1

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     mutants = BOOK + ADDED + (M.EXTENDED if args.all else [])
-    if args.word:
+    if args.word is not None:
+        if not args.word.strip():
+            ap.error("argument -k: an empty WORD would select every mutant; leave -k out for that")
         mutants = [m for m in mutants if args.word.lower() in f"{m.area}: {m.what}".lower()]
         if not mutants:
             ap.error(f"argument -k: no mutant's area or description contains {args.word!r} (see --list)")
