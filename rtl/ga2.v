@@ -19,7 +19,9 @@ module ga2 (
     input  wire        clk,
     input  wire        rst,
     // instruction memory load port (used while rst is high): word imem_addr[1:0] of instruction
-    // imem_addr[11:2]
+    // imem_addr[11:2]. In reset the sequencer reads instruction 0 every cycle, so rst must stay high
+    // for at least one cycle after the last write (a block RAM's read of a word being written is
+    // undefined; the testbenches hold it two)
     input  wire        imem_we,
     input  wire [11:0] imem_addr,
     input  wire [31:0] imem_wdata,
@@ -132,7 +134,7 @@ module ga2 (
     wire [15:0]  mm_rq_mult, vec_rq_mult;
     wire [5:0]   mm_rq_shift, vec_rq_shift;
     wire         mm_rq_busy, vec_rq_busy;
-    reg  [31:0]  rq_y;  // gathered procedurally (see g_rq)
+    wire [31:0]  rq_y;
 
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
@@ -148,23 +150,13 @@ module ga2 (
         .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_busy(vec_rq_busy), .rq_y(rq_y)
     );
 
-    // the requant bank: four requant pipelines shared by the matmul engine and the vector unit,
-    // which never run at the same time (one 32 x 16 multiplier per lane instead of two); it
-    // advances while the running unit has a value in it
-    genvar l;
-    generate
-        for (l = 0; l < 4; l = l + 1) begin : g_rq
-            wire [7:0] y;
-            requant u_rq (
-                .clk(clk), .en(executing && (is_mm ? mm_rq_busy : is_vec && vec_rq_busy)),
-                .acc(is_mm ? mm_rq_acc[l*32 +: 32] : vec_rq_acc[l*32 +: 32]),
-                .mult(is_mm ? mm_rq_mult : vec_rq_mult), .shift(is_mm ? mm_rq_shift : vec_rq_shift),
-                .y(y)
-            );
-            // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit
-            always @* rq_y[l*8 +: 8] = y;
-        end
-    endgenerate
+    // the requant bank, shared by the matmul engine and the vector unit; it advances while the
+    // running unit has a value in it
+    requant_bank #(.LANES(4)) u_rq (
+        .clk(clk), .en(executing && (is_mm ? mm_rq_busy : is_vec && vec_rq_busy)),
+        .acc(is_mm ? mm_rq_acc : vec_rq_acc), .mult(is_mm ? mm_rq_mult : vec_rq_mult),
+        .shift(is_mm ? mm_rq_shift : vec_rq_shift), .y(rq_y)
+    );
 
     ga2_sm u_sm (
         .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt),

@@ -88,7 +88,7 @@ module ga2_mm (
     wire relu  = fl[1];
     wire biasf = fl[2];
     wire brows = fl[3];
-    wire [10:0] b_reads    = brows ? {1'b0, kl[9:0]} : {kw, 2'b00};  // B reads of a pass
+    wire [10:0] b_reads    = brows ? kl[10:0] : {kw, 2'b00};  // B reads of a pass (K <= 1024)
     wire [10:0] pass_reads = b_reads + {10'd0, biasf};
 
     // ------------------------------------------------------------------- batch tile geometry
@@ -564,7 +564,6 @@ module ga2_mm (
     localparam integer JOBS = 4;
     reg [11:0] jq_out  [0:JOBS-1];
     reg [2:0]  jq_rt   [0:JOBS-1];
-    reg [2:0]  jq_g    [0:JOBS-1];
     reg [4:0]  jq_w    [0:JOBS-1];
     reg [15:0] jq_tile [0:JOBS-1];
     reg        jq_last [0:JOBS-1];
@@ -577,7 +576,7 @@ module ga2_mm (
     reg [4:0]  w_slot;
     reg [11:0] w_out;
     reg [15:0] w_tile;
-    reg [2:0]  w_rt, w_g;
+    reg [2:0]  w_rt;
     reg [4:0]  w_w;
     reg        w_last;
     always @(posedge clk) begin
@@ -590,7 +589,6 @@ module ga2_mm (
             w_out <= 12'd0;
             w_tile <= 16'd0;
             w_rt <= 3'd0;
-            w_g <= 3'd0;
             w_w <= 5'd0;
             w_last <= 1'b0;
         end else if (run) begin
@@ -598,7 +596,6 @@ module ga2_mm (
             if (job_push) begin
                 jq_out[jq_wp] <= t_out;
                 jq_rt[jq_wp] <= t_rt;
-                jq_g[jq_wp] <= t_g;
                 jq_w[jq_wp] <= t_w;
                 jq_tile[jq_wp] <= tile;
                 jq_last[jq_wp] <= !more_passes && !more_tiles;
@@ -609,7 +606,6 @@ module ga2_mm (
                 w_slot <= 5'd0;
                 w_out <= jq_out[jq_rp];
                 w_rt <= jq_rt[jq_rp];
-                w_g <= jq_g[jq_rp];
                 w_w <= jq_w[jq_rp];
                 w_tile <= jq_tile[jq_rp];
                 w_last <= jq_last[jq_rp];
@@ -645,10 +641,9 @@ module ga2_mm (
     // the A row and column tile of the slot
     wire [1:0]  s_arow   = brows ? mod_rt(pe_i, w_rt) : pe_c;
     wire [15:0] s_tile   = w_tile + (brows ? {14'd0, div_rt(pe_i, w_rt)} : 16'd0);
-    wire [4:0]  s_used   = brows ? ((w_g == 3'd4) ? {2'd0, w_rt} << 2 : (w_g == 3'd2) ? {2'd0, w_rt} << 1
-                                                                     : {2'd0, w_rt})
-                                 : {2'd0, w_rt};
-    wire        s_ok     = w_on && ({3'd0, brows ? pe_i : pe_c} < s_used) && (s_tile < t_end);
+    // every slot of a pass (slot < W) is a used array row or column; only its column tile can lie
+    // past the window
+    wire        s_ok     = w_on && (s_tile < t_end);
     wire [11:0] row_step = out8 ? tiles : mt[11:0];
     wire [11:0] s_rowadr = w_out + (s_arow[1] ? {row_step[10:0], 1'b0} : 12'd0) + (s_arow[0] ? row_step : 12'd0);
     // int32: the output column within the tile (bias word, lane) is c (BROWS) or i (dot)

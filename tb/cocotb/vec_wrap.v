@@ -45,12 +45,7 @@ module vec_wrap (
     );
 
     // the requant bank, as in ga2.v
-    genvar l;
-    generate
-        for (l = 0; l < 4; l = l + 1) begin : g_rq
-            requant u_rq (.clk(clk), .en(rq_busy), .acc(rq_acc[l*32 +: 32]), .mult(rq_mult), .shift(rq_shift), .y(rq_y[l*8 +: 8]));
-        end
-    endgenerate
+    requant_bank #(.LANES(4)) u_rq (.clk(clk), .en(rq_busy), .acc(rq_acc), .mult(rq_mult), .shift(rq_shift), .y(rq_y));
 
     sram #(.WORDS(4096), .AW(12)) u_sram (
         .clk(clk),

@@ -3,9 +3,9 @@ numpy matmul plus the machine model's bias / relu / requantize steps, and isa.mm
 
 A is R packed int8 rows of K; B is M rows of K (dot form) or, with BROWS, K rows of M; the result is
 R rows of M, packed int8 (OUT8) or one int32 word each. Each matmul starts in the cycle after the
-previous one's done; the words around the output must be left alone, and the unit may read only the
-words the machine model says it reads (A, the window's B words and bias words): the model's rules on
-bank ports rely on that.
+previous one's done; the words around the output must be left alone, and the unit may read only its
+operands (A, the window's B words and bias words; worked out here from the ISA's definition of MM):
+the machine model's rules on bank ports rely on that.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def random_window(r, m: int) -> tuple[int, int]:
 
 def window_words(words: list[int], rows: int, m: int, flags: int, first: int, tiles: int):
     """(offset, word) of the output words a column window writes, from the full result's words."""
-    end = words_for(m) if tiles == 0 else first + tiles
+    _, end = isa.mm_window(m, first, tiles)
     for row in range(rows):
         if flags & isa.MM_OUT8:
             for t in range(first, end):
@@ -67,7 +67,9 @@ def random_shape(r, index: int) -> tuple[int, int, int]:
     if index == 0:
         return 1, 1, 1
     if index == 1:
-        return 2, isa.MM_MAX_K, 3  # the longest reduction the rowmem holds
+        return 2, isa.MM_MAX_K, 3  # the longest reduction the rowmem holds (dot form: flags 0001)
+    if index == 9:
+        return 1, isa.MM_MAX_K, 4  # and with BROWS (flags 1001)
     return (r.choice((1, 2, 3, 4, 5, 8, 9, r.randint(1, 9))), r.choice((1, 2, 4, 5, 7, 16, r.randint(1, 40))),
             r.choice((1, 3, 4, 6, 16, 17, r.randint(1, 24))))
 
@@ -77,7 +79,7 @@ def words_read(a_base: int, b_base: int, bias_base: int, rows: int, k: int, m: i
     """The scratchpad words an MM reads: its A rows, the B words of its column window, and with BIAS
     the window's bias words."""
     kw, mw = words_for(k), words_for(m)
-    end = mw if tiles == 0 else first + tiles
+    _, end = isa.mm_window(m, first, tiles)
     cols = range(4 * first, min(4 * end, m))
     words = set(range(a_base, a_base + rows * kw))
     if flags & isa.MM_BROWS:
