@@ -159,6 +159,10 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
         ("a one-row matmul over three passes, K not a multiple of 4", asm.load(0, 0, 1, 200) + asm.wait()
          + asm.qcfg(qa=300, shift=12) + asm.mm(0, 3, 300, 1, 9, 40, out8=True, brows=True)
          + asm.store(300, 800, 1, 10) + asm.halt(), ext),
+        ("the longest reduction with BROWS (K = 1024, B rows from the image four times)",
+         asm.load(0, 0, 1, 256) + asm.load(256, 0, 4, 256, ext_stride=0, sram_stride=256) + asm.wait()
+         + asm.qcfg(qa=3, shift=12) + asm.mm(0, 256, 1400, 1, isa.MM_MAX_K, 4, out8=True, brows=True)
+         + asm.store(1400, 700, 1, 1) + asm.halt(), ext),
         ("nine rows: three batch tiles", asm.load(0, 0, 1, 200) + asm.wait() + asm.qcfg(qa=77, shift=10)
          + asm.mm(0, 60, 400, 9, 21, 6, out8=True) + asm.store(400, 900, 1, 18) + asm.halt(), ext),
     ]
