@@ -153,7 +153,7 @@ sys.exit(0 if line.startswith(f'PASS: {len(records)} programs match') and counte
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--hypothesis-seed=0"]
 MODEL_TESTS = ["tests/test_numeric_edges.py", "tests/test_machine.py", "tests/test_compiler.py",
-               "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
+               "tests/test_decode_report.py", "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
 NO_SIMULATORS = ["-k", "not both_simulators"]
 
 CHECKS: dict[str, list[list[str]]] = {

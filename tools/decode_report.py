@@ -40,13 +40,13 @@ def decode(model: dict, steps: int, W: int | None) -> list[dict]:
     return records
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--steps", type=cli.int_range(2, 32), default=32,
                     help="decode steps, 2..32 (default 32: contexts 1..32)")
     ap.add_argument("--model", choices=("structured", "random"), default="structured",
                     help="which tiny model (default structured)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     model = T.make_model(args.model)
 
     print(f"{'step':>4s} {'ctx':>4s} {'cycles':>7s} {'words':>6s} {'MACs':>6s} {'bound':>6s} {'eff':>6s} "
