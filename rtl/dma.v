@@ -9,7 +9,7 @@
 // below (and the machine model's) assume a memory that is always ready and answers a read L cycles
 // after taking it (L = 0: in the same cycle). At most PENDING reads wait for their answers.
 //
-// Timing with such a memory. A transfer takes its descriptor in cycle s ("setup", DMA_SETUP = 1):
+// Timing with such a memory. A transfer takes its descriptor in cycle s (its one "setup" cycle):
 // s = max(issue + 1, when the engine is free, for a STORE: one cycle after every LOAD before it
 // has ended, so it stores what they brought). With n = rows * cols words:
 //   LOAD   requests words in cycles s+1 .. s+n; word i is written to the scratchpad in cycle

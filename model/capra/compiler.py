@@ -180,7 +180,9 @@ class _Emitter:
 
     def wait_for(self, index: int, note: str) -> None:
         """WAIT until transfer `index` has finished, letting later transfers run on."""
-        x = self.transfers[index]
+        self._wait(self.transfers[index], note)
+
+    def _wait(self, x: Transfer, note: str) -> None:
         if x.end <= self.t:
             return
         flying = self.dma.in_flight(self.t)
@@ -192,18 +194,17 @@ class _Emitter:
     def compute(self, words: list[int], note: str, cycles: int, reads: set[int], writes: set[int]) -> None:
         """A compute instruction, after WAITs for any transfer it would race (words or bank ports)."""
         while True:
-            racing = [i for i, x in enumerate(self.transfers)
-                      if race(x, reads, writes, self.t + 1, self.t + cycles)]
+            flying = self.dma.in_flight(self.t)
+            racing = [x for x in flying if race(x, reads, writes, self.t + 1, self.t + cycles)]
             if not racing:
                 break
             # one WAIT, for the first transfer after whose end the instruction (decoded the cycle
             # after the WAIT releases) races none: waiting out one race can push it into the next
-            index = racing[-1]
-            while index + 1 < len(self.transfers) and any(
-                    race(x, reads, writes, self.transfers[index].end + 2, self.transfers[index].end + 1 + cycles)
-                    for x in self.transfers):
-                index += 1
-            self.wait_for(index, f"wait: {note} would race transfer {index}")
+            k = flying.index(racing[-1])
+            while k + 1 < len(flying) and any(race(y, reads, writes, flying[k].end + 2, flying[k].end + 1 + cycles)
+                                              for y in flying):
+                k += 1
+            self._wait(flying[k], f"wait: {note} would race transfer {self.transfers.index(flying[k])}")
         self.emit(words, note, cycles)
 
     def has_room(self) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 from . import isa
 
 
-@dataclass
+@dataclass(eq=False)
 class Transfer:
     """One transfer: its words in the order they move, and when it touches each scratchpad bank."""
 
@@ -35,21 +35,29 @@ class Transfer:
     setup: int
     end: int
     sram_words: np.ndarray
-    bank_windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # bank -> first, last cycle
+    first_touch: int  # the cycle word 0 touches the scratchpad; word i touches it in first_touch + i
+    words: frozenset[int] = field(init=False)
+    bank_windows: dict[int, tuple[int, int]] = field(init=False)  # bank -> first, last cycle
+
+    def __post_init__(self) -> None:
+        self.words = frozenset(self.sram_words.tolist())
+        self.bank_windows = bank_windows(self.sram_words, self.first_touch)
 
     @property
     def kind(self) -> str:
         return "LOAD" if self.is_load else "STORE"
 
+    @property
+    def last_touch(self) -> int:
+        return self.first_touch + len(self.sram_words) - 1
+
 
 def bank_windows(words: np.ndarray, first_cycle: int) -> dict[int, tuple[int, int]]:
     """Word i touches its bank in cycle first_cycle + i: the first and last such cycle per bank."""
-    banks = (words >> 10) * isa.LANES + (words % isa.LANES)
-    cycles = first_cycle + np.arange(len(words))
-    windows = {}
-    for bank in np.unique(banks):
-        hit = cycles[banks == bank]
-        windows[int(bank)] = (int(hit[0]), int(hit[-1]))
+    windows: dict[int, tuple[int, int]] = {}
+    for i, bank in enumerate(isa.bank_of(words).tolist()):
+        lo = windows[bank][0] if bank in windows else first_cycle + i
+        windows[bank] = (lo, first_cycle + i)
     return windows
 
 
@@ -68,8 +76,13 @@ class DmaTimeline:
         self.busy_cycles = 0
 
     def in_flight(self, t: int) -> list[Transfer]:
-        """Transfers issued and not ended in cycle t, oldest first."""
-        self.transfers = [x for x in self.transfers if x.end > t]
+        """Transfers issued and not ended in cycle t, oldest first. Transfers end in the order they
+        were issued (each starts after the one before has freed the engine, a STORE after every
+        LOAD has ended), so the ended ones are always at the front."""
+        ended = 0
+        while ended < len(self.transfers) and self.transfers[ended].end <= t:
+            ended += 1
+        del self.transfers[:ended]
         return self.transfers
 
     def room_at(self, t: int) -> int:
@@ -101,7 +114,7 @@ class DmaTimeline:
             end = setup + n + 3
             first_touch = setup + 1
             self.engine_free = setup + n + 2
-        x = Transfer(pc, is_load, t, setup, end, sram_words, bank_windows(sram_words, first_touch))
+        x = Transfer(pc, is_load, t, setup, end, sram_words, first_touch)
         self.transfers.append(x)
         self.busy_cycles += max(0, end - max(setup, self.busy_until))
         self.busy_until = max(self.busy_until, end)
@@ -118,15 +131,17 @@ def race(x: Transfer, reads: set[int], writes: set[int], first: int, last: int) 
     """
     if x.end <= first:
         return None
-    words = set(x.sram_words.tolist())
-    clash = (reads | writes) & words if x.is_load else writes & words
-    if clash:
-        verb = "writes" if x.is_load else "reads"
-        return f"touches SRAM word {min(clash)} while the {x.kind} it {verb} (instruction {x.pc}) is in flight"
-    mine = {isa.bank_of(w) for w in (writes if x.is_load else reads)}
-    for bank, (lo, hi) in x.bank_windows.items():
-        if bank in mine and lo <= last and hi >= first:
-            port = "write" if x.is_load else "read"
-            return (f"needs the {port} port of scratchpad bank {bank} in cycles {first}..{last}, which the "
-                    f"{x.kind} of instruction {x.pc} uses in cycles {lo}..{hi}")
-    return None
+    mine = writes if x.is_load else reads  # the words whose port the transfer shares
+    if x.words.isdisjoint(writes) and (not x.is_load or x.words.isdisjoint(reads)):
+        if x.last_touch < first or x.first_touch > last:
+            return None
+        banks = {isa.bank_of(w) for w in mine}
+        for bank, (lo, hi) in x.bank_windows.items():
+            if bank in banks and lo <= last and hi >= first:
+                port = "write" if x.is_load else "read"
+                return (f"needs the {port} port of scratchpad bank {bank} in cycles {first}..{last}, which the "
+                        f"{x.kind} of instruction {x.pc} uses in cycles {lo}..{hi}")
+        return None
+    clash = (reads | writes) & x.words if x.is_load else writes & x.words
+    verb = "writes" if x.is_load else "reads"
+    return f"touches SRAM word {min(clash)} while the {x.kind} it {verb} (instruction {x.pc}) is in flight"

@@ -24,7 +24,7 @@ N = 4  # the systolic array is N x N int8 MACs; N equals the int8 lanes of one w
 LANES = 4  # int8 values per 32-bit word
 SRAM_WORDS = 4096  # on-chip scratchpad, 32-bit words
 SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits) x LANES lanes (low bits)
-SRAM_BANKS = SRAM_GROUPS * LANES
+SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS  # a group is a quarter of the address space
 SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t returns its data in cycle t + 2
 IMEM_INSTRS = 1024  # instruction memory, in instructions (4 words each)
 WORDS_PER_INSTR = 4
@@ -33,7 +33,6 @@ MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduct
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
 # --- timing constants (cycles) -----------------------------------------------------------------
-DMA_SETUP = 1  # cycles a DMA transfer spends taking its descriptor before its first request
 DMA_QUEUE = 4  # transfers issued and not yet finished (the queue's depth)
 DMA_PENDING = 32  # LOAD words requested and not yet answered: external latencies up to DMA_PENDING - 1
 EXT_LATENCY = 4  # external read latency of the default memory (cycles from request to response)
@@ -221,7 +220,7 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
 
 def bank_of(addr: int) -> int:
     """The scratchpad bank of a word: its group (high address bits) and lane (low two bits)."""
-    return (addr >> 10) * LANES + (addr % LANES)
+    return (addr // SRAM_GROUP_WORDS) * LANES + (addr % LANES)
 
 
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
