@@ -47,6 +47,7 @@ import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RTL_DIR = "rtl"  # include directory (ga2_defs.vh) and where a module missing from a block's files is looked up
+# (written into the Yosys scripts without quotes: `hierarchy -libdir` takes quotes as part of the path)
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def check_script(block: Block, device: Device, check_json: Path, premap: Path | 
     params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     lines = [
         f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in block.files),
-        f"hierarchy -libdir {quoted(RTL_DIR)} -top {block.top}{params}",
+        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
         f"synth_ice40 -top {block.top} {' '.join(device.synth_options)} -run begin:map_ffram",
         f"write_json {quoted(check_json)}",
     ]
@@ -492,7 +493,7 @@ def elaborate_script(block: Block, hierarchy_json: Path) -> str:
     params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     return "\n".join([
         f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in block.files),
-        f"hierarchy -libdir {quoted(RTL_DIR)} -top {block.top}{params}",
+        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
         "proc",
         f"write_json {quoted(hierarchy_json)}",
     ]) + "\n"
@@ -547,7 +548,7 @@ def stand_in_netlist(children: Children, block: Block, options: Options, workdir
     netlist_v = workdir / "netlist_stand_ins.v"
     script = "\n".join([
         f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in files),
-        f"hierarchy -libdir {quoted(RTL_DIR)} -top {block.top}{params}",
+        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
         f"synth_ice40 -top {block.top} {' '.join(options.device.synth_options)}",
         f"write_verilog -noattr {quoted(netlist_v)}",
     ]) + "\n"
@@ -890,7 +891,6 @@ def verdict(results: list[Result]) -> tuple[bool, str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     names = [b.name for b in BLOCKS]
     ap = cli.parser(__doc__)
-    ap.prog = "synth.py"
     ap.epilog = "Blocks: " + ", ".join(names) + "."
     ap.add_argument("blocks", nargs="*", metavar="BLOCK", help="blocks to run (default: all)")
     ap.add_argument("--check-memories", action="store_true",
