@@ -7,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report tools synth-tools synth synth-check clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report serve tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -72,6 +72,10 @@ ch12: $(STAMP) tools
 
 report: $(STAMP)
 	$(PY) tools/decode_report.py
+
+# Continuous batching over the paged pool: B_max = 1, 2, 4, 8; one run replayed on both simulators.
+serve: $(STAMP) tools
+	$(PY) tools/serve_run.py
 
 bench: $(STAMP) tools
 	$(PY) tools/bench.py

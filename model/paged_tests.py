@@ -69,6 +69,24 @@ def same_state(a: dict, b: dict) -> bool:
 
 def invariants(pt: PL.PageTable, shadow: dict, tag: str) -> list[str]:
     """The invariants of a page table, and its rows against the shadow's."""
+    problems = pool_invariants(pt, tag)
+    if set(pt.table) != set(shadow):
+        problems.append(f"{tag}: live requests {sorted(pt.table, key=str)} differ from the shadow's")
+        return problems
+    for rid, rows in shadow.items():
+        first_kept = pt.dropped[rid] * pt.page
+        if pt.length[rid] != len(rows):
+            problems.append(f"{tag}: request {rid} has length {pt.length[rid]}, the shadow {len(rows)}")
+        elif len(pt.table[rid]) != -(-len(rows) // pt.page) - pt.dropped[rid]:
+            problems.append(f"{tag}: request {rid} holds {len(pt.table[rid])} pages for rows {first_kept}..")
+        elif pt.rows(rid, first_kept, len(rows)) != rows[first_kept:]:
+            problems.append(f"{tag}: rows of request {rid} differ from the shadow")
+    return problems
+
+
+def pool_invariants(pt: PL.PageTable, tag: str) -> list[str]:
+    """The pool's own invariants: reference counts equal block-table entries, the free list holds
+    exactly the unreferenced pages, once each, and every table holds the pages its length needs."""
     problems = []
     owners = [0] * len(pt.ref)
     for pages in pt.table.values():
@@ -83,17 +101,10 @@ def invariants(pt: PL.PageTable, shadow: dict, tag: str) -> list[str]:
     in_use = sum(1 for r in pt.ref if r > 0)
     if len(pt.free) + in_use != len(pt.ref):
         problems.append(f"{tag}: a page is neither free nor referenced (leak)")
-    if set(pt.table) != set(shadow):
-        problems.append(f"{tag}: live requests {sorted(pt.table, key=str)} differ from the shadow's")
-        return problems
-    for rid, rows in shadow.items():
-        first_kept = pt.dropped[rid] * pt.page
-        if pt.length[rid] != len(rows):
-            problems.append(f"{tag}: request {rid} has length {pt.length[rid]}, the shadow {len(rows)}")
-        elif len(pt.table[rid]) != -(-len(rows) // pt.page) - pt.dropped[rid]:
-            problems.append(f"{tag}: request {rid} holds {len(pt.table[rid])} pages for rows {first_kept}..")
-        elif pt.rows(rid, first_kept, len(rows)) != rows[first_kept:]:
-            problems.append(f"{tag}: rows of request {rid} differ from the shadow")
+    for rid, pages in pt.table.items():
+        if len(pages) != -(-pt.length[rid] // pt.page) - pt.dropped[rid]:
+            problems.append(f"{tag}: request {rid!r} holds {len(pages)} pages for {pt.length[rid]} rows "
+                            f"({pt.dropped[rid]} pages released)")
     return problems
 
 

@@ -133,8 +133,8 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
             scales[node.name] = scale_for(max_abs[node.name])
         if node.op == "softmax":
             scales[node.name] = SOFTMAX_OUT_SCALE
-        if node.op == "relu":
-            scales[node.name] = scales[node.inputs[0]]  # relu keeps its input's scale
+        if node.op in ("relu", "rows"):
+            scales[node.name] = scales[node.inputs[0]]  # relu keeps its input's scale, a view is its input
         if node.op == "argmax":
             scales[node.name] = 1.0
     for node in graph.nodes.values():
@@ -216,8 +216,10 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
     if not graph.outputs:
         raise CompileError(f"graph {graph.name!r} has no outputs")
     for node in graph.nodes.values():
-        if node.op not in ("input", "const", "matmul", "concat", "softmax", "add", "mul", "relu", "argmax"):
+        if node.op not in ("input", "const", "matmul", "concat", "rows", "softmax", "add", "mul", "relu", "argmax"):
             raise CompileError(f"node {node.name!r}: op {node.op!r} is not supported by GA2")
+        if node.op == "rows" and node.name in graph.outputs:
+            raise CompileError(f"node {node.name!r}: a view of rows cannot be an output (store the tensor it views)")
         if node.op != "argmax" and any(graph.nodes[i].op == "argmax" for i in node.inputs):
             raise CompileError(f"node {node.name!r}: an argmax result can only be an output")
     scales = _calibrate(graph, calib, ranges)
@@ -280,8 +282,9 @@ def _concat_parents(graph: Graph) -> dict[str, tuple[str, int]]:
             for part, offset in ((a, 0), (_b, _words_of(graph, a))):
                 if part in inside:
                     raise CompileError(f"node {part!r} feeds two concats; GA2 keeps one copy of a tensor")
-                if graph.nodes[part].op == "const":
-                    raise CompileError(f"concat {node.name!r}: constant {part!r} cannot be a concat input")
+                if graph.nodes[part].op in ("const", "rows"):
+                    raise CompileError(f"concat {node.name!r}: {graph.nodes[part].op} {part!r} cannot be a concat "
+                                       f"input (a concat's inputs live inside it)")
                 inside[part] = (node.name, offset)
     return inside
 
@@ -346,7 +349,7 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[No
 
     def producers(name: str) -> set[str]:
         node = graph.nodes[name]
-        if node.op == "concat":
+        if node.op in ("concat", "rows"):
             return {p for i in node.inputs for p in producers(i)}
         return {name} if name in is_compute else set()
 
@@ -367,7 +370,7 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[No
 def _sources(graph: Graph, name: str) -> list[str]:
     """The loaded tensors (constants, inputs) that make up a node's value without computing."""
     node = graph.nodes[name]
-    if node.op == "concat":
+    if node.op in ("concat", "rows"):
         return [s for i in node.inputs for s in _sources(graph, i)]
     return [name] if node.op in ("const", "input") else []
 
@@ -379,7 +382,8 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
     Loaded tensors outside concats: from word 0 up, in load order (neighbours in the load order
     are neighbours in memory, so one transfer can bring several). Computed tensors: from the top
     down. Concat regions: each at the start of a bank group nothing else uses, else after the
-    loaded tensors. A concat's inputs live inside the concat's region."""
+    loaded tensors. A concat's inputs live inside the concat's region, a view of rows inside the
+    tensor it views."""
     inside = _concat_parents(graph)
     size = isa.SRAM_WORDS
     group = size // isa.SRAM_GROUPS
@@ -389,7 +393,7 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
             tensors[name].sram = low
             low += tensors[name].words
     computed = [name for name, node in graph.nodes.items()
-                if name not in inside and node.op not in ("input", "const", "concat")]
+                if name not in inside and node.op not in ("input", "const", "concat", "rows")]
     high = size - sum(tensors[name].words for name in computed)
     cursor = high
     for name in computed:  # upwards in graph order, so neighbouring outputs can share a STORE
@@ -415,7 +419,9 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
         if node.op != "concat" or name in inside:
             continue
         words = tensors[name].words
-        starts = [g * group for g in range(isa.SRAM_GROUPS)] + [low]
+        # a bank group of its own, else after another region (apart from the loaded tensors, whose
+        # banks the DMA keeps busy), else after the loaded tensors
+        starts = [g * group for g in range(isa.SRAM_GROUPS)] + sorted(b for _a, b in taken[2:]) + [low]
         spot = next((a for a in starts if a + words <= size and free(a, a + words)), None)
         if spot is None:
             raise CompileError(f"concat {name!r}: no room for its {words} words in the scratchpad "
@@ -433,6 +439,16 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
 
     for name in inside:
         tensors[name].sram = resolve(name)
+
+    def view(name: str) -> int:  # a view of rows lives inside the tensor it views
+        node = graph.nodes[name]
+        parent = node.inputs[0]
+        base = view(parent) if graph.nodes[parent].op == "rows" else tensors[parent].sram
+        return base + node.attrs["lo"] * tensors[parent].row_words
+
+    for name, node in graph.nodes.items():
+        if node.op == "rows":
+            tensors[name].sram = view(name)
 
 
 def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.ndarray],

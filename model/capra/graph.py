@@ -6,6 +6,7 @@ the ones a decoder layer needs and GA2 executes:
     input, const       tensors from the host, weights
     matmul             a @ b, or a @ b.T (transpose_b), with an optional constant scale and ReLU
     concat             the rows of a, then the rows of b (the cached rows plus the new one)
+    rows               rows lo .. hi-1 of a tensor (a view: it has no memory of its own)
     softmax            along each row, optionally with one extra sink logit per row
     add, mul           element-wise between two tensors of the same shape
     relu               element-wise
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-OPS = ("input", "const", "matmul", "concat", "softmax", "add", "mul", "relu", "argmax")
+OPS = ("input", "const", "matmul", "concat", "rows", "softmax", "add", "mul", "relu", "argmax")
 
 
 class GraphError(ValueError):
@@ -86,19 +87,28 @@ class Graph:
         group = self.nodes[a].attrs.get("range_group")
         return self._add(name, "concat", [a, b], (ra + rb, ca), range_group=group)
 
+    def rows(self, name: str, x: str, lo: int, hi: int) -> str:
+        """Rows lo .. hi-1 of x. A batched program reads one request's row of a batch tensor this
+        way: the compiler places the view inside x, so it costs no instruction and no memory."""
+        n = self.shape(x)[0]
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi <= n):
+            raise GraphError(f"rows {name!r}: rows {lo!r}..{hi!r} of {x!r}, which has rows 0..{n - 1}")
+        group = self.nodes[x].attrs.get("range_group")
+        return self._add(name, "rows", [x], (hi - lo, self.shape(x)[1]), lo=lo, hi=hi, range_group=group)
+
     def softmax(self, name: str, x: str, sink: float | None = None) -> str:
         return self._add(name, "softmax", [x], self.shape(x), sink=sink)
 
-    def _elementwise(self, name: str, op: str, a: str, b: str) -> str:
+    def _elementwise(self, name: str, op: str, a: str, b: str, range_group: str | None) -> str:
         if self.shape(a) != self.shape(b):
             raise GraphError(f"{op} {name!r}: shapes {self.shape(a)} and {self.shape(b)} differ")
-        return self._add(name, op, [a, b], self.shape(a))
+        return self._add(name, op, [a, b], self.shape(a), range_group=range_group)
 
-    def add(self, name: str, a: str, b: str) -> str:
-        return self._elementwise(name, "add", a, b)
+    def add(self, name: str, a: str, b: str, range_group: str | None = None) -> str:
+        return self._elementwise(name, "add", a, b, range_group)
 
-    def mul(self, name: str, a: str, b: str) -> str:
-        return self._elementwise(name, "mul", a, b)
+    def mul(self, name: str, a: str, b: str, range_group: str | None = None) -> str:
+        return self._elementwise(name, "mul", a, b, range_group)
 
     def relu(self, name: str, x: str) -> str:
         return self._add(name, "relu", [x], self.shape(x))
@@ -147,6 +157,8 @@ class Graph:
             return np.maximum(y, 0.0) if node.attrs["relu"] else y
         if op == "concat":
             return np.vstack(args)
+        if op == "rows":
+            return args[0][node.attrs["lo"] : node.attrs["hi"]]
         if op == "softmax":
             x = args[0]
             sink = node.attrs["sink"]

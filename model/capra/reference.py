@@ -48,6 +48,8 @@ def run_reference(P: Program, inputs: dict) -> dict[str, np.ndarray]:
             vals[name] = requantize(acc, p["qa"], p["qs"])
         elif op == "concat":
             vals[name] = np.vstack(args)
+        elif op == "rows":
+            vals[name] = args[0][node.attrs["lo"] : node.attrs["hi"]]
         elif op == "softmax":
             vals[name] = np.vstack([softmax_int8(row, p["sink"], p["smul"]) for row in args[0]])
         elif op == "add":

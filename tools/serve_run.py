@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Many requests on one chip: continuous batching over the paged pool, checked on the RTL.
+
+Usage: python tools/serve_run.py [--requests N] [--seed S] [--pages P] [--replay one|all|none]
+       (make serve runs it with the defaults)
+
+A set of requests (different prompt lengths and token counts, some sharing a prompt, arriving over
+time) is served with B_max = 1, 2, 4 and 8 requests per batch, with no window and with a window of
+8, every step on GA2's machine model. Per run it prints the steps, the total cycles, the tokens
+generated per thousand cycles and their ratio to B_max = 1, the distinct batch programs the run
+needed, the peak pages in use, the mean batch and the efficiency (the steps' roofline bounds over
+their cycles; a step's bound is the larger of its DMA words, weights once plus each request's
+rows, and its MACs / 16).
+
+Checked, per run: every request's tokens and int8 logits equal its decode alone; its tokens follow
+the tiny model's rule; every step's machine-model outputs equal the program's integer semantics;
+the pool's invariants hold after every step; every request finishes once; every page is free at
+the end. Then every step of the B_max = 4, window 8 run (--replay all: of every run) is replayed in
+Icarus and Verilator: each must PASS with counters identical to the machine model's.
+
+Writes out/serve_run.json and out/serve_run.png (tokens per kilocycle against B_max; pages in use
+over time). The last line is the verdict; the exit status is 0 only if every check passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import bootstrap
+
+bootstrap.need("numpy")
+
+import cli  # noqa: E402
+
+os.environ["GA2_EXT"] = "8192"
+TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+sys.path.insert(0, str(TOOLS.parent / "model"))
+
+import batched  # noqa: E402
+import ga2_progs  # noqa: E402
+import hw  # noqa: E402
+import numpy as np  # noqa: E402
+import paged_tests  # noqa: E402
+import serving as S  # noqa: E402
+import tiny_lm as T  # noqa: E402
+from capra.analysis import roofline  # noqa: E402
+
+B_MAXES = (1, 2, 4, 8)
+WINDOWS = (None, 8)
+PAGE = 4
+REPLAY_RUN = (4, 8)  # (B_max, window) replayed by default
+OUT = Path(hw.ROOT) / "out"
+SIMULATORS = (("Icarus", hw.sim_icarus), ("Verilator", hw.sim_verilator))
+
+
+def make_requests(n: int, seed: int, window: int | None) -> list[S.Request]:
+    """n requests: a quarter share one 5-token prompt, a sixth another 3-token one, the rest have
+    their own prompt of 1..4 tokens; 4..24 tokens each; arrivals spread over 6,000 cycles, the
+    first of each shared prompt among the earliest, so later ones find its rows."""
+    rnd = random.Random(seed)
+    shared = [tuple(rnd.randrange(T.V) for _ in range(5)), tuple(rnd.randrange(T.V) for _ in range(3))]
+    arrivals = sorted(rnd.randrange(6000) for _ in range(n))
+    arrivals[:2] = [0, 0]
+    reqs = []
+    for i in range(n):
+        if i % 4 == 0:
+            prompt = shared[0]
+        elif i % 6 == 1:
+            prompt = shared[1]
+        else:
+            prompt = tuple(rnd.randrange(T.V) for _ in range(rnd.randint(1, 4)))
+        reqs.append(S.Request(f"r{i:02d}", prompt, rnd.randint(4, 24), window, arrivals[i]))
+    return reqs
+
+
+def rule(prompt: tuple[int, ...], n: int) -> list[int]:
+    """The structured model's tokens after a prompt: f applied to the last prompt token, n times."""
+    toks, t = [], prompt[-1]
+    for _ in range(n):
+        t = T.f_next(t)
+        toks.append(t)
+    return toks
+
+
+def serve(m, programs, reqs, b_max: int, pages: int) -> tuple[S.Report, list[str]]:
+    """One run, with the pool's invariants checked after every step."""
+    problems: list[str] = []
+    server = S.Server(m, b_max, pages, PAGE, windows=WINDOWS, programs=programs, check=True)
+    for r in reqs:
+        server.submit(r)
+
+    def after(srv: S.Server, log: S.StepLog) -> None:
+        found = paged_tests.pool_invariants(srv.pool, f"step {len(srv.log)}")
+        if srv.pool.used() > len(srv.pool.ref) or srv._reserved() > len(srv.pool.ref):
+            found.append(f"step {len(srv.log)}: reservations {srv._reserved()} exceed the pool")
+        problems.extend(found[:3])
+
+    report = server.run(after)
+    if server.pool.used() != 0 or server.pool.table:
+        problems.append(f"{server.pool.used()} pages still in use at the end ({sorted(server.pool.table, key=str)})")
+    return report, problems
+
+
+def check_run(report: S.Report, reqs, solos: dict) -> list[str]:
+    problems = []
+    if sorted(report.tokens) != sorted(r.rid for r in reqs):
+        problems.append(f"finished {sorted(report.tokens)}, submitted {sorted(r.rid for r in reqs)}")
+    for r in reqs:
+        toks, logits = report.tokens.get(r.rid), report.logits.get(r.rid)
+        if toks != solos[r.rid][0] or logits != solos[r.rid][1]:
+            problems.append(f"request {r.rid}: tokens or logits differ from its decode alone")
+        if toks != rule(r.prompt, r.n_new):
+            problems.append(f"request {r.rid}: tokens {toks} do not follow the rule")
+    return problems
+
+
+def replay(steps: list[S.StepLog], tag: str) -> list[str]:
+    """Every step of one run in both simulators; PASS and the machine model's counters, or problems."""
+    image = OUT / f"serve_{tag}.hex"
+    ga2_progs.write_image([ga2_progs.record(s.code, s.ext) for s in steps], image)
+    expected = [s.counters for s in steps]
+    problems, printed = [], {}
+    for name, simulate in SIMULATORS:
+        t0 = time.time()
+        try:
+            rc, output = simulate(hw.GA2_FILES, "ga2_tb", defines=("EXTW=8192", "DUMP"),
+                                  plusargs=(f"+PROG={image.relative_to(hw.ROOT)}",))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+            rc, output = -1, f"FAIL: could not run {name}: " + " | ".join(str(error).strip().splitlines()[:3])
+        line = ga2_progs.verdict_line(output)
+        found = ga2_progs.parse_counters(output)
+        printed[name] = [found[i] for i in sorted(found)]
+        print(f"  {tag} {name:10s}{line} (exit {rc}, {time.time() - t0:.1f} s)", flush=True)
+        if not line.startswith("PASS") or rc != 0:
+            problems.append(f"{tag}: {name} did not pass")
+        elif printed[name] != expected:
+            problems.append(f"{tag}: {name}'s counters differ from the machine model's")
+    return problems
+
+
+def full_batches(programs: batched.BatchPrograms, context: int = 8) -> None:
+    """One step of a full batch at one context, B = 1, 2, 4, 8: its cycles against its bound."""
+    print(f"\n== one batched step, every request at context {context}: cycles against the roofline bound")
+    print(f"{'B':>3} {'cycles':>7} {'words':>6} {'MACs':>6} {'bound':>6} {'eff':>5} {'tok/kcyc':>8} {'cyc/token':>9}")
+    rng = np.random.default_rng(0)
+    for b in B_MAXES:
+        caches = [(rng.standard_normal((context - 1, T.D)), rng.standard_normal((context - 1, T.D)))
+                  for _ in range(b)]
+        step = programs.run(list(range(b)), caches, check=True)
+        rf = roofline(step.code)
+        cycles = step.counters[0]
+        print(f"{b:3d} {cycles:7d} {rf.dma_words:6d} {rf.macs:6d} {rf.bound:6.0f} {rf.efficiency(cycles):5.2f} "
+              f"{1000 * b / cycles:8.3f} {cycles / b:9.1f}")
+
+
+def figure(results: dict, pages_over_time: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for W in WINDOWS:
+        left.plot(B_MAXES, [results[(b, W)]["tokens_per_kcycle"] for b in B_MAXES], "o-",
+                  label="no window" if W is None else f"window {W}")
+    left.set_xlabel("B_max (requests per batch)")
+    left.set_ylabel("tokens per 1,000 cycles")
+    left.set_xticks(B_MAXES)
+    left.grid(alpha=0.3)
+    left.legend()
+    left.set_title("Throughput (machine model = RTL)")
+    for b in B_MAXES:
+        clocks, pages = pages_over_time[b]
+        right.step(clocks, pages, where="post", label=f"B_max = {b}")
+    right.set_xlabel("cycle")
+    right.set_ylabel("pages in use")
+    right.set_title(f"Pages in use, window {WINDOWS[-1]}")
+    right.grid(alpha=0.3)
+    right.legend()
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = cli.parser(__doc__)
+    ap.add_argument("--requests", type=cli.int_range(16, 64), default=16, help="requests per run, 16..64 (default 16)")
+    ap.add_argument("--seed", type=cli.int_range(0, 2**31 - 1), default=1, help="request generator seed (default 1)")
+    ap.add_argument("--pages", type=cli.int_range(8, 4096), default=64,
+                    help=f"pages in the pool, {PAGE} rows each, 8..4096 (default 64)")
+    ap.add_argument("--replay", choices=("one", "all", "none"), default="one",
+                    help="replay the B_max=4, W=8 run (one, default), every run (all), or none on the RTL")
+    args = ap.parse_args(argv)
+    m = T.make_model("structured")
+    programs = batched.BatchPrograms(m, batched.calibrate_ranges(m, 32, WINDOWS))
+    problems: list[str] = []
+    results: dict = {}
+    logs: dict = {}
+    print(f"== {args.requests} requests (seed {args.seed}), pool of {args.pages} pages of {PAGE} rows; "
+          f"B_max {', '.join(map(str, B_MAXES))}; no window and window 8")
+    for W in WINDOWS:
+        reqs = make_requests(args.requests, args.seed, W)
+        solos = {r.rid: S.decode_alone(r, programs) for r in reqs}
+        if W is None:
+            shared = sum(1 for r in reqs if sum(q.prompt == r.prompt for q in reqs) > 1)
+            print(f"  prompts of {min(len(r.prompt) for r in reqs)}..{max(len(r.prompt) for r in reqs)} tokens "
+                  f"({shared} requests share one of two prompts), {min(r.n_new for r in reqs)}.."
+                  f"{max(r.n_new for r in reqs)} tokens to generate, {sum(r.n_new for r in reqs)} in all; "
+                  f"arrivals over cycles 0..{max(r.arrival for r in reqs)}")
+        print(f"\n{'window':>6} {'B_max':>5} {'steps':>5} {'cycles':>7} {'tok/kcyc':>8} {'ratio':>6} "
+              f"{'programs':>8} {'peak pages':>10} {'mean batch':>10} {'eff':>5} {'forked':>6}")
+        for b in B_MAXES:
+            report, found = serve(m, programs, reqs, b, args.pages)
+            found += check_run(report, reqs, solos)
+            problems += [f"B_max={b} W={W}: {p}" for p in found]
+            bound = sum(s.bound for s in report.steps)
+            tpk = report.tokens_per_kilocycle()
+            results[(b, W)] = {"steps": len(report.steps), "cycles": report.cycles, "tokens": report.generated,
+                               "tokens_per_kcycle": tpk, "programs": report.distinct_programs,
+                               "peak_pages": report.peak_pages, "efficiency": bound / report.cycles,
+                               "mean_batch": sum(len(s.rids) for s in report.steps) / len(report.steps),
+                               "forked": len(report.forked)}
+            logs[(b, W)] = report.steps
+            r = results[(b, W)]
+            ratio = tpk / results[(1, W)]["tokens_per_kcycle"]
+            r["ratio"] = ratio
+            print(f"{W!s:>6} {b:5d} {r['steps']:5d} {r['cycles']:7d} {tpk:8.3f} {ratio:6.2f} {r['programs']:8d} "
+                  f"{r['peak_pages']:10d} {r['mean_batch']:10.2f} {r['efficiency']:5.2f} {r['forked']:6d}", flush=True)
+    full_batches(programs)
+    print("\n  every request's tokens and logits equal its decode alone and follow the rule; machine model =\n"
+          "  integer semantics at every step; pool invariants after every step; every page free at the end: "
+          + ("yes" if not problems else "NO"))
+
+    runs = [REPLAY_RUN] if args.replay == "one" else [] if args.replay == "none" else \
+        [(b, W) for W in WINDOWS for b in B_MAXES]
+    if runs:
+        print(f"\n== replays on the RTL ({', '.join(f'B_max={b} W={W}' for b, W in runs)}), every step")
+    replayed = 0
+    for b, W in runs:
+        problems += replay(logs[(b, W)], f"B{b}_W{W}")
+        replayed += len(logs[(b, W)])
+
+    OUT.mkdir(exist_ok=True)
+    figure(results, {b: ([s.clock for s in logs[(b, 8)]], [s.pages for s in logs[(b, 8)]]) for b in B_MAXES},
+           OUT / "serve_run.png")
+    data = {"requests": args.requests, "seed": args.seed, "pages": args.pages, "page": PAGE,
+            "runs": [{"b_max": b, "window": W, **results[(b, W)]} for W in WINDOWS for b in B_MAXES],
+            "replayed_steps": replayed, "verdict": "PASS" if not problems else "FAIL"}
+    tmp = OUT / "serve_run.json.tmp"
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, OUT / "serve_run.json")
+    print("  wrote out/serve_run.json and out/serve_run.png")
+    print()
+    if problems:
+        print("VERDICT: FAIL")
+        for p in problems[:20]:
+            print("  -", p)
+        return 1
+    best = max(results[(8, W)]["ratio"] for W in WINDOWS)
+    print(f"VERDICT: PASS ({2 * len(B_MAXES)} runs checked; {replayed} steps replayed in Icarus and Verilator with "
+          f"identical counters; B_max=8 gives up to {best:.2f}x the tokens per cycle of B_max=1)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
