@@ -16,6 +16,8 @@ All arrays are shaped (batch, kv_heads, tokens, head_dim); keys arrive already r
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -278,27 +280,53 @@ def _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p
         raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
     if ids.min() < 0 or ids.max() >= model.vocab_size:
         raise ValueError(f"input_ids must lie in [0, {model.vocab_size}), got [{ids.min()}, {ids.max()}]")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 0:
+    if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    if not np.isfinite(temperature) or temperature < 0:
+    _check_sampling(temperature, top_p)
+    return ids.astype(np.int64)
+
+
+def _check_sampling(temperature, top_p) -> None:
+    """temperature: a finite number >= 0 (0 is greedy); top_p: a number in (0, 1]. NaN fails every
+    comparison, so it is named explicitly rather than left to slip past ``< 0``."""
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be finite and >= 0, got {temperature!r}")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    return ids.astype(np.int64)
 
 
 def sample_next(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> np.ndarray:
     """Pick one token per row of ``logits`` (batch, V).
 
-    temperature <= 0: argmax, and the generator is not touched. Otherwise divide by the
+    temperature == 0: argmax, and the generator is not touched. Otherwise divide by the
     temperature, softmax, keep the smallest set of most-likely tokens whose mass reaches ``top_p``
     (the nucleus is chosen *after* temperature, so a colder distribution gives a smaller set),
     renormalise and draw with one uniform number per row.
+
+    Every temperature > 0 is valid, however small: the row's largest logit is subtracted *before*
+    the division, so the scaled logits lie in [-inf, 0] with a 0 at the maximum and the softmax
+    cannot overflow (dividing first made ``logits / 5e-324`` infinite and every probability NaN,
+    which picked token 0). A temperature so small that every other logit underflows is sampling
+    from the limit of the tempered distribution: the argmax, or one of the tied maxima drawn with
+    the generator. Raises ValueError for a temperature or top_p that ``generate`` would refuse, and
+    for logits with a NaN, a +inf or a row without a finite value (-inf, a masked token, is fine).
     """
-    if temperature <= 0:
+    _check_sampling(temperature, top_p)
+    logits = np.asarray(logits)
+    if logits.ndim != 2 or logits.shape[-1] < 1 or logits.dtype.kind not in "iuf":
+        raise ValueError(f"logits must be a (batch, V) array of real numbers, got shape {logits.shape}, "
+                         f"dtype {logits.dtype}")
+    top = logits.max(axis=-1, keepdims=True)
+    if not np.isfinite(top).all():  # a NaN anywhere in a row, a +inf, or a row of -inf
+        row = int(np.flatnonzero(~np.isfinite(top[:, 0]))[0])
+        raise ValueError(f"logits row {row} has no finite maximum (a NaN, a +inf, or nothing but -inf)")
+    if temperature == 0:
         return np.argmax(logits, axis=-1)
-    scaled = logits.astype(np.float64) / temperature
-    scaled -= scaled.max(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):  # a tiny temperature sends the non-maxima to -inf: exp gives 0
+        scaled = (logits.astype(np.float64) - top) / temperature
     probs = np.exp(scaled)
     probs /= probs.sum(axis=-1, keepdims=True)
     order = np.argsort(-probs, axis=-1, kind="stable")
@@ -325,13 +353,17 @@ def generate(
 ) -> np.ndarray:
     """Continue each prompt row by ``max_new_tokens`` tokens; return (batch, T_prompt + max_new_tokens).
 
-    Greedy when ``temperature <= 0``, otherwise temperature then top-p sampling drawn from
-    ``numpy.random.default_rng(seed)``, so a seed reproduces a run exactly. With ``use_cache`` the
+    Greedy when ``temperature == 0``, otherwise temperature then top-p sampling drawn from
+    ``numpy.random.default_rng(seed)``, so a seed reproduces a run exactly. Any finite temperature
+    > 0 samples, however small (no overflow: see ``sample_next``); one far below the logits' gaps
+    picks the argmax as greedy does, still drawing from the generator (so cached and uncached runs
+    stay in step). With ``use_cache`` the
     prompt is prefilled once and each step feeds one token at its absolute position; without it
     every step reruns the whole prefix (the reference). The sink clamp is memoised once per call.
 
     Raises ValueError naming the argument for a bad shape, token id, ``max_new_tokens``,
-    ``temperature`` or ``top_p``.
+    ``temperature`` (negative, NaN, infinite or not a number) or ``top_p`` (outside (0, 1], NaN or
+    not a number).
     """
     ids = _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p)
     batch, t_prompt = ids.shape

@@ -488,10 +488,41 @@ def test_temperature_sharpens_before_the_nucleus_is_chosen():
     assert set(cold.tolist()) == {0}, "at T=0.1 token 0 alone holds more than 0.7 of the mass"
 
 
+@pytest.mark.parametrize("temperature", [5e-324, 1e-300, 1e-30])
+def test_a_vanishing_temperature_samples_the_argmax_never_nan(random_model, temperature):
+    """logits / 5e-324 overflowed, the probabilities were NaN and every run returned token 0; the
+    limit of the tempered distribution is the argmax, which the uncached greedy run computes."""
+    ids = np.array([[1, 2, 3], [9, 8, 7]])
+    greedy = generate(random_model, ids, max_new_tokens=6, temperature=0.0, use_cache=False)
+    cold = generate(random_model, ids, max_new_tokens=6, temperature=temperature, seed=4)
+    np.testing.assert_array_equal(cold, greedy)
+    assert (cold[:, 3:] != 0).any()
+
+
+def test_a_vanishing_temperature_draws_among_tied_maxima_only():
+    logits = np.array([[1.0, 3.0, 3.0, -np.inf, 0.0]]).repeat(400, axis=0)
+    picks = sample_next(logits, temperature=5e-324, top_p=1.0, rng=np.random.default_rng(2))
+    assert set(picks.tolist()) == {1, 2}
+    assert abs((picks == 1).mean() - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("logits", [[[0.0, np.nan]], [[0.0, np.inf]], [[-np.inf, -np.inf]]])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_sample_next_refuses_logits_without_a_finite_maximum(logits, temperature):
+    with pytest.raises(ValueError, match="logits row 0"):
+        sample_next(np.array(logits), temperature, 0.9, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize(
     "kwargs,ids,name",
     [
         ({"temperature": -0.1}, [[1, 2]], "temperature"),
+        ({"temperature": float("nan")}, [[1, 2]], "temperature"),
+        ({"temperature": float("inf")}, [[1, 2]], "temperature"),
+        ({"temperature": -float("inf")}, [[1, 2]], "temperature"),
+        ({"temperature": "0.7"}, [[1, 2]], "temperature"),
+        ({"top_p": float("nan")}, [[1, 2]], "top_p"),
+        ({"top_p": "0.9"}, [[1, 2]], "top_p"),
         ({"top_p": 0.0}, [[1, 2]], "top_p"),
         ({"top_p": 1.5}, [[1, 2]], "top_p"),
         ({"max_new_tokens": -1}, [[1, 2]], "max_new_tokens"),
