@@ -16,6 +16,8 @@ All arrays are shaped (batch, kv_heads, tokens, head_dim); keys arrive already r
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -51,12 +53,18 @@ class MixedKVCache:
     * ``get`` returns the last ``seq_len(layer)`` appended tokens in the order they were appended;
     * a windowed layer's ``seq_len`` is ``min(window, tokens appended)``; a global layer's is the
       number of tokens appended; both are 0 before the first append;
-    * a failed ``append`` (bad shape, wrong kind, past the cap) raises and changes nothing.
+    * a failed ``append`` (bad shape or dtype, wrong kind, past the cap) raises and changes nothing,
+      and so does a failed forward pass: ``check_appends`` validates every layer's append of a
+      pass before the first one writes.
+
+    Every append is validated first (``_plan``, which touches nothing) and written second (by code
+    that cannot fail on its arguments); keeping the two apart is what makes "changes nothing" hold
+    for every error, not just the ones someone thought to check early.
     """
 
     def __init__(self, global_cap_tokens: int = DEFAULT_GLOBAL_CAP_TOKENS):
-        if global_cap_tokens < 1:
-            raise ValueError(f"global_cap_tokens must be >= 1, got {global_cap_tokens}")
+        if not _is_int(global_cap_tokens) or global_cap_tokens < 1:
+            raise ValueError(f"global_cap_tokens must be an integer >= 1, got {global_cap_tokens!r}")
         self.global_cap_tokens = int(global_cap_tokens)
         self._rings: dict[int, _Ring] = {}
         self._growing: dict[int, _Growing] = {}
@@ -95,51 +103,98 @@ class MixedKVCache:
             total += 2 * grow.k[:, :, :grow.length].nbytes
         return total
 
+    # ---- validation ------------------------------------------------------------------------
+
+    def _plan(self, layer_idx, shape: tuple, is_windowed, window, dtypes: tuple = ()) -> int:
+        """Check one append of a chunk of ``shape`` against the cache as it is; return the window
+        (an int) for a windowed layer, 0 for a global one. Raises and touches nothing."""
+        if not _is_int(layer_idx) or layer_idx < 0:
+            raise ValueError(f"layer index must be an integer >= 0, got {layer_idx!r}")
+        if not isinstance(is_windowed, bool | np.bool_):
+            raise ValueError(f"layer {layer_idx}: is_windowed must be a bool, got {is_windowed!r}")
+        if len(shape) != 4 or min(shape[0], shape[1], shape[3]) < 1:
+            raise ValueError(f"layer {layer_idx}: k_rot and v must both be (batch, kv_heads, tokens, head_dim) "
+                             f"with batch, kv_heads and head_dim >= 1, got {shape}")
+        for name, dtype in dtypes:
+            if np.dtype(dtype).kind != "f":
+                raise ValueError(f"layer {layer_idx}: {name} must be a floating-point array, got dtype {dtype}")
+        t_new = shape[2]
+        if is_windowed:
+            if layer_idx in self._growing:
+                raise ValueError(f"layer {layer_idx} is cached as global, cannot append as windowed")
+            if not _is_int(window) or window < 1:
+                raise ValueError(f"layer {layer_idx}: window must be an integer >= 1, got {window!r}")
+            ring = self._rings.get(layer_idx)
+            if ring is not None:
+                self._check_same_rows(layer_idx, ring.k.shape, shape)
+                if ring.k.shape[2] != window:
+                    raise ValueError(f"layer {layer_idx}: window changed from {ring.k.shape[2]} to {window}")
+            return int(window)
+        if layer_idx in self._rings:
+            raise ValueError(f"layer {layer_idx} is cached as windowed, cannot append as global")
+        grow = self._growing.get(layer_idx)
+        length = 0 if grow is None else grow.length
+        if grow is not None:
+            self._check_same_rows(layer_idx, grow.k.shape, shape)
+        if length + t_new > self.global_cap_tokens:
+            raise CacheCapacityError(
+                f"layer {layer_idx}: appending {t_new} tokens to {length} would need {length + t_new}, "
+                f"past the global cap of {self.global_cap_tokens} tokens"
+            )
+        return 0
+
+    def check_appends(self, appends) -> None:
+        """Validate a whole forward pass before its first write: ``appends`` lists, per layer,
+        (layer_idx, chunk shape (batch, kv_heads, tokens, head_dim), is_windowed, window).
+
+        A pass appends layer by layer; without this, the cap reached in layer 3 would raise after
+        layers 0-2 had already advanced, leaving the cache holding a chunk in some layers only."""
+        seen = set()
+        for layer_idx, shape, is_windowed, window in appends:
+            if layer_idx in seen:
+                raise ValueError(f"layer {layer_idx} appears twice in one pass")
+            seen.add(layer_idx)
+            self._plan(layer_idx, tuple(shape), is_windowed, window)
+
+    @staticmethod
+    def _check_same_rows(layer_idx: int, stored: tuple, new: tuple) -> None:
+        b, h, _, d = stored
+        if (new[0], new[1], new[3]) != (b, h, d):
+            raise ValueError(
+                f"layer {layer_idx}: cached (batch, kv_heads, head_dim) is {(b, h, d)}, "
+                f"new chunk has {(new[0], new[1], new[3])}"
+            )
+
     # ---- append / get ----------------------------------------------------------------------
 
     def append(self, layer_idx: int, k_rot: np.ndarray, v: np.ndarray, is_windowed: bool, window: int) -> None:
-        """Add T_new tokens (``k_rot``, ``v`` shaped (B, H_kv, T_new, D)) to one layer.
+        """Add T_new tokens (``k_rot``, ``v`` shaped (B, H_kv, T_new, D), floating point) to one layer.
 
-        Raises ValueError for inconsistent shapes or a layer used as both kinds, and
-        CacheCapacityError when a global layer would exceed ``global_cap_tokens``; in every error
-        case the cache is left exactly as it was.
+        Raises ValueError for inconsistent shapes, a non-float dtype, a layer used as both kinds or
+        a changed window, and CacheCapacityError when a global layer would exceed
+        ``global_cap_tokens``; in every error case the cache is left exactly as it was.
         """
         k_rot = np.asarray(k_rot)
         v = np.asarray(v)
-        if k_rot.ndim != 4 or k_rot.shape != v.shape:
+        if k_rot.shape != v.shape:
             raise ValueError(
                 f"layer {layer_idx}: k_rot and v must both be (batch, kv_heads, tokens, head_dim), "
                 f"got {k_rot.shape} and {v.shape}"
             )
+        window = self._plan(layer_idx, k_rot.shape, is_windowed, window,
+                            (("k_rot", k_rot.dtype), ("v", v.dtype)))
         if k_rot.shape[2] == 0:
             return
+        # Validated: nothing below can fail on the arguments (float into float never does).
         if is_windowed:
-            if layer_idx in self._growing:
-                raise ValueError(f"layer {layer_idx} is cached as global, cannot append as windowed")
-            if window < 1:
-                raise ValueError(f"layer {layer_idx}: window must be >= 1, got {window}")
-            self._append_ring(layer_idx, k_rot, v, int(window))
+            self._write_ring(layer_idx, k_rot, v, window)
         else:
-            if layer_idx in self._rings:
-                raise ValueError(f"layer {layer_idx} is cached as windowed, cannot append as global")
-            self._append_growing(layer_idx, k_rot, v)
+            self._write_growing(layer_idx, k_rot, v)
 
-    def _check_same_rows(self, layer_idx: int, stored: np.ndarray, new: np.ndarray) -> None:
-        b, h, _, d = stored.shape
-        if (new.shape[0], new.shape[1], new.shape[3]) != (b, h, d):
-            raise ValueError(
-                f"layer {layer_idx}: cached (batch, kv_heads, head_dim) is {(b, h, d)}, "
-                f"new chunk has {(new.shape[0], new.shape[1], new.shape[3])}"
-            )
-
-    def _append_ring(self, layer_idx, k_rot, v, window):
+    def _write_ring(self, layer_idx, k_rot, v, window):
         batch, heads, t_new, dim = k_rot.shape
         ring = self._rings.get(layer_idx)
-        if ring is not None:
-            self._check_same_rows(layer_idx, ring.k, k_rot)
-            if ring.k.shape[2] != window:
-                raise ValueError(f"layer {layer_idx}: window changed from {ring.k.shape[2]} to {window}")
-        else:
+        if ring is None:
             buf_shape = (batch, heads, window, dim)
             ring = _Ring(np.zeros(buf_shape, k_rot.dtype), np.zeros(buf_shape, v.dtype), head=0, count=0)
             self._rings[layer_idx] = ring
@@ -160,23 +215,14 @@ class MixedKVCache:
         ring.head = (ring.head + t_new) % window
         ring.count = min(window, ring.count + t_new)
 
-    def _append_growing(self, layer_idx, k_rot, v):
+    def _write_growing(self, layer_idx, k_rot, v):
         batch, heads, t_new, dim = k_rot.shape
         grow = self._growing.get(layer_idx)
         length = 0 if grow is None else grow.length
         needed = length + t_new
-        if needed > self.global_cap_tokens:
-            raise CacheCapacityError(
-                f"layer {layer_idx}: appending {t_new} tokens to {length} would need {needed}, "
-                f"past the global cap of {self.global_cap_tokens} tokens"
-            )
         if grow is None:
-            capacity = max(needed, 1)
-            shape = (batch, heads, capacity, dim)
+            shape = (batch, heads, max(needed, 1), dim)
             grow = _Growing(np.empty(shape, k_rot.dtype), np.empty(shape, v.dtype), length=0)
-            self._growing[layer_idx] = grow
-        else:
-            self._check_same_rows(layer_idx, grow.k, k_rot)
         capacity = grow.k.shape[2]
         if needed > capacity:
             # 1.5x growth: amortised O(1) copies per token, at most a third of the buffer is slack.
@@ -190,6 +236,7 @@ class MixedKVCache:
         grow.k[:, :, length:needed] = k_rot
         grow.v[:, :, length:needed] = v
         grow.length = needed
+        self._growing[layer_idx] = grow
 
     def get(self, layer_idx: int, is_windowed: bool) -> tuple[np.ndarray | None, np.ndarray | None]:
         """Return (K, V) of the cached tokens in chronological order, or (None, None) if empty.
@@ -197,6 +244,9 @@ class MixedKVCache:
         A global layer returns a view of its valid prefix (no copy); a wrapped ring is unrolled
         into a new array of ``window`` tokens (a copy of O(window), not O(context)).
         """
+        if layer_idx in (self._growing if is_windowed else self._rings):
+            kind = "global" if is_windowed else "windowed"
+            raise ValueError(f"layer {layer_idx} is cached as {kind}, cannot read it as the other kind")
         if is_windowed:
             ring = self._rings.get(layer_idx)
             if ring is None or ring.count == 0:
@@ -213,6 +263,11 @@ class MixedKVCache:
         return grow.k[:, :, :grow.length], grow.v[:, :, :grow.length]
 
 
+def _is_int(value) -> bool:
+    """An integer that is not a bool (True is 1 to Python, never a layer or a window)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
 # --------------------------------------------------------------------------------------------
 # Sampling and generation
 # --------------------------------------------------------------------------------------------
@@ -225,27 +280,53 @@ def _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p
         raise ValueError(f"input_ids must hold integer token ids, got dtype {ids.dtype}")
     if ids.min() < 0 or ids.max() >= model.vocab_size:
         raise ValueError(f"input_ids must lie in [0, {model.vocab_size}), got [{ids.min()}, {ids.max()}]")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 0:
+    if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    if not np.isfinite(temperature) or temperature < 0:
+    _check_sampling(temperature, top_p)
+    return ids.astype(np.int64)
+
+
+def _check_sampling(temperature, top_p) -> None:
+    """temperature: a finite number >= 0 (0 is greedy); top_p: a number in (0, 1]. NaN fails every
+    comparison, so it is named explicitly rather than left to slip past ``< 0``."""
+    for name, value in (("temperature", temperature), ("top_p", top_p)):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be finite and >= 0, got {temperature!r}")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    return ids.astype(np.int64)
 
 
 def sample_next(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> np.ndarray:
     """Pick one token per row of ``logits`` (batch, V).
 
-    temperature <= 0: argmax, and the generator is not touched. Otherwise divide by the
+    temperature == 0: argmax, and the generator is not touched. Otherwise divide by the
     temperature, softmax, keep the smallest set of most-likely tokens whose mass reaches ``top_p``
     (the nucleus is chosen *after* temperature, so a colder distribution gives a smaller set),
     renormalise and draw with one uniform number per row.
+
+    Every temperature > 0 is valid, however small: the row's largest logit is subtracted *before*
+    the division, so the scaled logits lie in [-inf, 0] with a 0 at the maximum and the softmax
+    cannot overflow (dividing first made ``logits / 5e-324`` infinite and every probability NaN,
+    which picked token 0). A temperature so small that every other logit underflows is sampling
+    from the limit of the tempered distribution: the argmax, or one of the tied maxima drawn with
+    the generator. Raises ValueError for a temperature or top_p that ``generate`` would refuse, and
+    for logits with a NaN, a +inf or a row without a finite value (-inf, a masked token, is fine).
     """
-    if temperature <= 0:
+    _check_sampling(temperature, top_p)
+    logits = np.asarray(logits)
+    if logits.ndim != 2 or logits.shape[-1] < 1 or logits.dtype.kind not in "iuf":
+        raise ValueError(f"logits must be a (batch, V) array of real numbers, got shape {logits.shape}, "
+                         f"dtype {logits.dtype}")
+    top = logits.max(axis=-1, keepdims=True)
+    if not np.isfinite(top).all():  # a NaN anywhere in a row, a +inf, or a row of -inf
+        row = int(np.flatnonzero(~np.isfinite(top[:, 0]))[0])
+        raise ValueError(f"logits row {row} has no finite maximum (a NaN, a +inf, or nothing but -inf)")
+    if temperature == 0:
         return np.argmax(logits, axis=-1)
-    scaled = logits.astype(np.float64) / temperature
-    scaled -= scaled.max(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):  # a tiny temperature sends the non-maxima to -inf: exp gives 0
+        scaled = (logits.astype(np.float64) - top) / temperature
     probs = np.exp(scaled)
     probs /= probs.sum(axis=-1, keepdims=True)
     order = np.argsort(-probs, axis=-1, kind="stable")
@@ -272,13 +353,17 @@ def generate(
 ) -> np.ndarray:
     """Continue each prompt row by ``max_new_tokens`` tokens; return (batch, T_prompt + max_new_tokens).
 
-    Greedy when ``temperature <= 0``, otherwise temperature then top-p sampling drawn from
-    ``numpy.random.default_rng(seed)``, so a seed reproduces a run exactly. With ``use_cache`` the
+    Greedy when ``temperature == 0``, otherwise temperature then top-p sampling drawn from
+    ``numpy.random.default_rng(seed)``, so a seed reproduces a run exactly. Any finite temperature
+    > 0 samples, however small (no overflow: see ``sample_next``); one far below the logits' gaps
+    picks the argmax as greedy does, still drawing from the generator (so cached and uncached runs
+    stay in step). With ``use_cache`` the
     prompt is prefilled once and each step feeds one token at its absolute position; without it
     every step reruns the whole prefix (the reference). The sink clamp is memoised once per call.
 
     Raises ValueError naming the argument for a bad shape, token id, ``max_new_tokens``,
-    ``temperature`` or ``top_p``.
+    ``temperature`` (negative, NaN, infinite or not a number) or ``top_p`` (outside (0, 1], NaN or
+    not a number).
     """
     ids = _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p)
     batch, t_prompt = ids.shape

@@ -132,11 +132,27 @@ class MixedLM:
         cache; without one the chunk is the whole history. ``last_only`` returns the logits of the
         last position only, shape (batch, V); otherwise (batch, T, V). When ``layer_seconds`` is a
         dict, the wall time spent in each layer is added to it (for the decode benchmark).
+
+        Everything is validated before the first layer runs -- the ids (integers in [0, V): numpy
+        would read -1 as the last row of the embedding), the positions (integers >= 0) and, with a
+        cache, every layer's append (``MixedKVCache.check_appends``) -- so a pass that raises
+        leaves the cache exactly as it was, in every layer.
         """
         ids = np.asarray(ids)
         positions = np.asarray(positions)
         if ids.ndim != 2 or positions.shape != (ids.shape[1],):
             raise ValueError(f"ids must be (batch, T) and positions (T,), got {ids.shape} and {positions.shape}")
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"ids must be integer token ids, got dtype {ids.dtype}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got [{ids.min()}, {ids.max()}]")
+        if positions.dtype.kind not in "iu" or (positions.size and positions.min() < 0):
+            raise ValueError(f"positions must be integers >= 0, got {positions.tolist()[:8]!r} "
+                             f"(dtype {positions.dtype})")
+        if cache is not None:
+            batch, t_new = ids.shape
+            cache.check_appends([(i, (batch, self.n_kv_heads, t_new, self.head_dim), layer.windowed, self.window)
+                                 for i, layer in enumerate(self.layers)])
         x = self.embed[ids]
         cos, sin = rotary_tables(positions, self.rotary_dims, self.rope_base, self.dtype)
         for layer_idx in range(self.n_layers):

@@ -262,3 +262,145 @@ def test_wrong_input_shape_at_run_time_names_the_input():
     P = capra.compile_graph(g, calib)
     with pytest.raises(ValueError, match="input 'x' has 5 values, the program expects 1 x 8"):
         capra.run(P, {"x": [1, 2, 3, 4, 5]})
+
+
+# ---- nothing passes that should fail: NaN, infinities, non-numbers, float shapes -------------------
+# Each of these compiled (or ran) silently before: a NaN weight or calibration value gave its tensor
+# the scale 1.0 (max(0.0, nan) is 0.0), a range of 0 or NaN did the same, a NaN input ran as an
+# arbitrary int8, a shape of 2.7 became 2 and a transposed calibration feed was reshaped back.
+
+BAD_NUMBERS = [float("nan"), float("inf"), -float("inf")]
+
+
+def ranged_graph() -> Graph:
+    """x (2 x 4, range group "x") @ w (4 x 3) -> y: one tensor of every kind the checks cover."""
+    g = Graph("ranged")
+    x = g.input("x", (2, 4), range_group="x")
+    g.matmul("y", x, g.const("w", np.full((4, 3), 0.5)))
+    g.set_outputs(["y"])
+    return g
+
+
+def good_feed() -> dict:
+    return {"x": np.arange(8.0).reshape(2, 4) / 8}
+
+
+@pytest.mark.parametrize("where", ["const", "edited const", "calibration", "run", "machine", "ext_image"])
+@settings(max_examples=8, deadline=None)
+@given(row=st.integers(0, 1), col=st.integers(0, 3), bad=st.sampled_from(BAD_NUMBERS))
+def test_a_non_finite_value_anywhere_is_refused_naming_its_tensor(where, row, col, bad):
+    """One NaN or infinity at any index of a weight (4 x 3: index (col, row)), a calibration set
+    or a run-time input (2 x 4: index (row, col))."""
+    feed = good_feed()
+    bad_feed = {"x": feed["x"].copy()}
+    bad_feed["x"][row, col] = bad
+    if where == "const":
+        w = np.full((4, 3), 0.5)
+        w[col, row] = bad
+        with pytest.raises(capra.GraphError, match=rf"const 'w' holds .* at index \({col}, {row}\)"):
+            Graph("g").const("w", w)
+        return
+    if where == "edited const":  # changed after the graph was built: compile_graph checks again
+        g = ranged_graph()
+        g.nodes["w"].attrs["value"][col, row] = bad
+        with pytest.raises(capra.CompileError, match="const 'w'"):
+            capra.compile_graph(g, [feed])
+        return
+    if where == "calibration":
+        with pytest.raises(capra.CompileError, match=r"calibration set 1: input 'x' holds"):
+            capra.compile_graph(ranged_graph(), [feed, bad_feed])
+        return
+    P = capra.compile_graph(ranged_graph(), [feed])
+    entry = {"run": lambda: capra.run(P, bad_feed), "machine": lambda: capra.run(P, bad_feed, machine=True),
+             "ext_image": lambda: capra.ext_image(P, bad_feed)}[where]
+    with pytest.raises(ValueError, match=rf"input 'x' holds .* at index \({row}, {col}\)"):
+        entry()
+
+
+def test_all_nan_calibration_is_refused():
+    with pytest.raises(capra.CompileError, match="calibration set 0: input 'x' holds nan .*8 of 8 values"):
+        capra.compile_graph(ranged_graph(), [{"x": np.full((2, 4), np.nan)}])
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -1.0, *BAD_NUMBERS, "2.0", True, None, [2.0]])
+def test_a_range_must_be_a_positive_finite_number(bad):
+    with pytest.raises(capra.CompileError, match="range of group 'x' must be"):
+        capra.compile_graph(ranged_graph(), [good_feed()], ranges={"x": bad})
+
+
+def test_a_valid_range_sets_the_groups_scale_and_ranges_must_be_a_mapping():
+    P = capra.compile_graph(ranged_graph(), [good_feed()], ranges={"x": 2.54})
+    assert P.tensors["x"].scale == 2.54 / 127  # the range maps to 127, whatever the calibration saw
+    with pytest.raises(capra.CompileError, match="ranges must map"):
+        capra.compile_graph(ranged_graph(), [good_feed()], ranges=[("x", 2.54)])
+
+
+@pytest.mark.parametrize("sink", [*BAD_NUMBERS, "1.5"])
+def test_a_softmax_sink_must_be_a_finite_number(sink):
+    g = Graph("g")
+    x = g.input("x", (1, 4))
+    with pytest.raises(capra.GraphError, match="softmax 'p': sink must be"):
+        g.softmax("p", x, sink=sink)
+
+
+@pytest.mark.parametrize("scale", [*BAD_NUMBERS, 0.0, -0.5, "1"])
+def test_a_matmul_scale_must_be_a_finite_positive_number(scale):
+    g = Graph("g")
+    x = g.input("x", (1, 4))
+    with pytest.raises(capra.GraphError, match="matmul 'y': scale must be"):
+        g.matmul("y", x, x, transpose_b=True, scale=scale)
+
+
+@pytest.mark.parametrize("shape", [(2.7, 4), (2.0, 4), (True, 4), (0, 4), (2, -1), ("2", 4), (2,), 7, (2, 4, 1)])
+def test_a_shape_is_two_positive_integers(shape):
+    with pytest.raises(capra.GraphError, match="node 'x'"):
+        Graph("g").input("x", shape)
+
+
+def test_integer_shapes_of_any_integer_type_are_accepted():
+    g = Graph("g")
+    assert g.shape(g.input("x", (np.int64(2), 4))) == (2, 4)
+    with pytest.raises(capra.GraphError, match="no node 'nope'"):
+        g.relu("y", "nope")
+
+
+def test_a_node_edited_to_a_float_shape_is_caught_at_compile_time():
+    g = ranged_graph()
+    g.nodes["y"].shape = (2.7, 3)
+    with pytest.raises(capra.CompileError, match="node 'y': rows must be an integer, got 2.7"):
+        capra.compile_graph(g, [good_feed()])
+
+
+@pytest.mark.parametrize("value,got", [(np.ones((4, 2)), "shape \\(4, 2\\)"), (np.ones(8), "shape \\(8,\\)"),
+                                       (np.ones((2, 3)), "6 values")])
+def test_calibration_and_run_time_feeds_must_have_the_inputs_shape(value, got):
+    """A (4, 2) feed for a (2, 4) input is another matrix, not the same one laid out differently."""
+    with pytest.raises(capra.CompileError, match=f"calibration set 0: input 'x' has {got}, the graph expects 2 x 4"):
+        capra.compile_graph(ranged_graph(), [{"x": value}])
+    P = capra.compile_graph(ranged_graph(), [good_feed()])
+    with pytest.raises(ValueError, match=f"input 'x' has {got}, the program expects 2 x 4"):
+        capra.run(P, {"x": value})
+
+
+def test_one_row_may_be_given_flat():
+    g, _ = tiny_graph()
+    flat = [0.5, -1.0, 0.25, 2.0, 0.0, 1.0, -0.5, 1.5]
+    P = capra.compile_graph(g, [{"x": flat}])
+    assert P.tensors["x"].scale == 2.0 / 127
+    assert capra.run(P, {"x": flat}) == capra.run(P, {"x": [flat]})
+
+
+def test_calibration_that_overflows_float64_names_the_node():
+    g = Graph("huge")
+    g.matmul("y", g.input("x", (1, 2)), g.const("w", np.full((2, 1), 1e200)))
+    g.set_outputs(["y"])
+    with pytest.raises(capra.CompileError, match="calibration set 0: node 'y' evaluates to non-finite"):
+        capra.compile_graph(g, [{"x": [[1e200, 1e200]]}])
+
+
+def test_calibration_must_be_a_list_of_input_sets():
+    g, calib = tiny_graph()
+    with pytest.raises(capra.CompileError, match="list of input sets"):
+        capra.compile_graph(g, calib[0])  # one dict, not a list of them
+    with pytest.raises(capra.CompileError, match="calibration set 1 must map input names"):
+        capra.compile_graph(g, [calib[0], [1.0] * 8])

@@ -35,6 +35,16 @@ def token_tags(array):
     return array[0, 0, :, 0].tolist()
 
 
+def snapshot(cache: MixedKVCache):
+    """Everything a cache holds, by value: per layer its kind, bookkeeping and the exact bytes of
+    both buffers (slack included), plus the cap. Two equal snapshots mean nothing changed."""
+    rings = {i: ("ring", r.head, r.count, r.k.dtype.str, r.k.shape, r.k.tobytes(), r.v.dtype.str, r.v.tobytes())
+             for i, r in cache._rings.items()}
+    grows = {i: ("growing", g.length, g.k.dtype.str, g.k.shape, g.k.tobytes(), g.v.dtype.str, g.v.tobytes())
+             for i, g in cache._growing.items()}
+    return cache.global_cap_tokens, rings, grows
+
+
 @pytest.fixture(scope="module")
 def random_model():
     return make_mixed_model(seed=3, kind="random", window=4, dtype=np.float64)
@@ -143,6 +153,83 @@ def test_kv_cache_rejects_bad_shapes_and_kind_changes_without_changing_state():
     with pytest.raises(ValueError, match="window changed"):
         cache.append(0, k, v, is_windowed=True, window=5)
     assert cache.seq_len(0) == 3 and token_tags(cache.get(0, True)[0]) == [0.0, 1.0, 2.0]
+
+
+def _bad_appends():
+    """(description, layer, k, v, is_windowed, window, error) for appends that must fail. Layer 0
+    is a ring of window 4, layer 1 a global layer (cap 12), layer 2 does not exist yet."""
+    k, v = tagged([7])
+    return [
+        ("string V on a ring: K used to be written first", 0, k, v.astype(str), True, 4, ValueError),
+        ("complex V on a global layer", 1, k, v.astype(complex), False, 4, ValueError),
+        ("integer K", 1, k.astype(np.int64), v, False, 4, ValueError),
+        ("string V on a new layer: the layer used to be created", 2, k, v.astype(str), True, 4, ValueError),
+        ("object V on a new global layer", 2, k, v.astype(object), False, 4, ValueError),
+        ("a float window", 2, k, v, True, 2.5, ValueError),
+        ("a negative layer", -1, k, v, True, 4, ValueError),
+        ("a bool layer", True, k, v, True, 4, ValueError),
+        ("is_windowed not a bool", 2, k, v, "yes", 4, ValueError),
+        ("a changed window", 0, k, v, True, 5, ValueError),
+        ("global onto a ring", 0, k, v, False, 4, ValueError),
+        ("windowed onto a global layer", 1, k, v, True, 4, ValueError),
+        ("a different head count", 1, *tagged([7], heads=3), False, 4, ValueError),
+        ("an empty head_dim", 2, k[..., :0], v[..., :0], True, 4, ValueError),
+        ("past the cap", 1, *tagged(range(6)), False, 4, CacheCapacityError),
+    ]
+
+
+@pytest.mark.parametrize("case", _bad_appends(), ids=lambda c: c[0])
+def test_kv_cache_failed_append_leaves_the_whole_cache_unchanged(case):
+    """Validate everything, then write: every failing append leaves every layer's bytes as they were."""
+    _what, layer, k, v, is_windowed, window, error = case
+    cache = MixedKVCache(global_cap_tokens=12)
+    cache.append(0, *tagged(range(6)), is_windowed=True, window=4)    # wrapped ring
+    cache.append(1, *tagged(range(7)), is_windowed=False, window=4)
+    before = snapshot(cache)
+    with pytest.raises(error):
+        cache.append(layer, k, v, is_windowed, window)
+    assert snapshot(cache) == before
+    cache.append(0, *tagged([6]), is_windowed=True, window=4)         # and it still works
+    assert token_tags(cache.get(0, True)[0]) == [3.0, 4.0, 5.0, 6.0]
+
+
+def test_kv_cache_reading_a_layer_as_the_other_kind_is_an_error():
+    cache = MixedKVCache()
+    cache.append(0, *tagged([1, 2]), is_windowed=True, window=4)
+    with pytest.raises(ValueError, match="layer 0 is cached as windowed"):
+        cache.get(0, is_windowed=False)
+    with pytest.raises(ValueError, match="global_cap_tokens"):
+        MixedKVCache(global_cap_tokens=2.5)
+
+
+@pytest.mark.parametrize("failure", ["cap in a global layer", "id outside the vocabulary", "negative position",
+                                     "float positions"])
+def test_a_failed_forward_pass_leaves_every_layer_as_it_was(random_model, failure):
+    """The pass is validated before layer 0 writes: the cap of global layer 1 used to be found
+    after windowed layer 0 had already taken the chunk."""
+    rng = np.random.default_rng(9)
+    ids = rng.integers(0, random_model.vocab_size, size=(2, 9))
+    cache = MixedKVCache(global_cap_tokens=7)
+    random_model.forward(ids[:, :5], np.arange(5), cache=cache)       # rings wrapped (window 4)
+    before = snapshot(cache)
+    chunk, positions = ids[:, 5:8], np.arange(5, 8)                   # 8 tokens: past the cap of 7
+    if failure == "id outside the vocabulary":
+        chunk, positions = np.array([[3], [random_model.vocab_size]]), np.array([5])
+    elif failure == "negative position":
+        chunk, positions = ids[:, 5:6], np.array([-5])
+    elif failure == "float positions":
+        chunk, positions = ids[:, 5:6], np.array([5.0])
+    with pytest.raises(CacheCapacityError if failure.startswith("cap") else ValueError):
+        random_model.forward(chunk, positions, cache=cache)
+    assert snapshot(cache) == before
+    # the cache goes on as if the failed pass had never been tried: equal to one uncached pass
+    logits = random_model.forward(ids[:, 5:7], np.arange(5, 7), cache=cache)
+    np.testing.assert_allclose(logits, random_model.forward(ids[:, :7], np.arange(7))[:, 5:], rtol=1e-9, atol=1e-10)
+
+
+def test_forward_refuses_negative_ids_that_numpy_would_wrap(random_model):
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 32\), got \[-1, 2\]"):
+        random_model.forward(np.array([[-1, 2]]), np.arange(2))
 
 
 chunk_lists = st.lists(st.integers(min_value=1, max_value=13), min_size=1, max_size=12)
@@ -401,10 +488,41 @@ def test_temperature_sharpens_before_the_nucleus_is_chosen():
     assert set(cold.tolist()) == {0}, "at T=0.1 token 0 alone holds more than 0.7 of the mass"
 
 
+@pytest.mark.parametrize("temperature", [5e-324, 1e-300, 1e-30])
+def test_a_vanishing_temperature_samples_the_argmax_never_nan(random_model, temperature):
+    """logits / 5e-324 overflowed, the probabilities were NaN and every run returned token 0; the
+    limit of the tempered distribution is the argmax, which the uncached greedy run computes."""
+    ids = np.array([[1, 2, 3], [9, 8, 7]])
+    greedy = generate(random_model, ids, max_new_tokens=6, temperature=0.0, use_cache=False)
+    cold = generate(random_model, ids, max_new_tokens=6, temperature=temperature, seed=4)
+    np.testing.assert_array_equal(cold, greedy)
+    assert (cold[:, 3:] != 0).any()
+
+
+def test_a_vanishing_temperature_draws_among_tied_maxima_only():
+    logits = np.array([[1.0, 3.0, 3.0, -np.inf, 0.0]]).repeat(400, axis=0)
+    picks = sample_next(logits, temperature=5e-324, top_p=1.0, rng=np.random.default_rng(2))
+    assert set(picks.tolist()) == {1, 2}
+    assert abs((picks == 1).mean() - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("logits", [[[0.0, np.nan]], [[0.0, np.inf]], [[-np.inf, -np.inf]]])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_sample_next_refuses_logits_without_a_finite_maximum(logits, temperature):
+    with pytest.raises(ValueError, match="logits row 0"):
+        sample_next(np.array(logits), temperature, 0.9, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize(
     "kwargs,ids,name",
     [
         ({"temperature": -0.1}, [[1, 2]], "temperature"),
+        ({"temperature": float("nan")}, [[1, 2]], "temperature"),
+        ({"temperature": float("inf")}, [[1, 2]], "temperature"),
+        ({"temperature": -float("inf")}, [[1, 2]], "temperature"),
+        ({"temperature": "0.7"}, [[1, 2]], "temperature"),
+        ({"top_p": float("nan")}, [[1, 2]], "top_p"),
+        ({"top_p": "0.9"}, [[1, 2]], "top_p"),
         ({"top_p": 0.0}, [[1, 2]], "top_p"),
         ({"top_p": 1.5}, [[1, 2]], "top_p"),
         ({"max_new_tokens": -1}, [[1, 2]], "max_new_tokens"),

@@ -13,6 +13,7 @@ import random
 
 import capra
 import numpy as np
+import pytest
 from capra import asm, isa
 from capra.graph import Graph
 from capra.machine import run_program, softmax_int8
@@ -42,6 +43,29 @@ def test_scale_maps_the_calibrated_maximum_to_exactly_127():
     P = capra.compile_graph(g, [{"x": [[-0.5, 0.25, 3.0, -1.0]]}])
     assert P.tensors["x"].scale == 3.0 / 127
     assert list(quantize([3.0, -3.0], P.tensors["x"].scale)) == [127, -127]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, "3"])
+def test_a_scale_comes_only_from_a_finite_non_negative_magnitude(bad):
+    """scale_for(nan) was 1.0 (nan > 0 is False), the scale of an all-zero tensor."""
+    with pytest.raises(capra.CompileError, match="largest magnitude"):
+        scale_for(bad)
+    with pytest.raises(capra.CompileError, match="largest magnitude of node 'w'"):
+        scale_for(bad, "node 'w'")
+    assert scale_for(0.0) == 1.0
+
+
+@pytest.mark.parametrize("values,scale,match", [
+    ([1.0, float("nan")], 1.0, r"weights holds nan at index \(1,\)"),
+    ([float("-inf")], 1.0, "weights holds -inf"),
+    ([1.0], 0.0, "scale of weights must be > 0"),
+    ([1.0], float("nan"), "scale of weights must be finite"),
+    (["1"], 1.0, "weights must hold real numbers"),
+])
+def test_quantize_refuses_what_has_no_int8(values, scale, match):
+    """numpy casts NaN to an arbitrary integer (and warns at most): quantize must refuse it."""
+    with pytest.raises(ValueError, match=match):
+        quantize(values, scale, "weights")
 
 
 def test_values_beyond_the_calibrated_range_saturate_symmetrically_at_127():

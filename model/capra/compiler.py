@@ -25,13 +25,14 @@ is stored as soon as no later instruction reads its banks.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import asm, isa
+from . import asm, checks, isa
 from .dma import DmaTimeline, Transfer, race
-from .graph import Graph, Node
+from .graph import Graph, GraphError, Node
 from .quant import (
     SOFTMAX_IN_SCALE,
     SOFTMAX_OUT_SCALE,
@@ -92,16 +93,54 @@ class Program:
 # ---- calibration ---------------------------------------------------------------------------------
 
 
-def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
-    """Scale of every non-integer tensor: from the range groups, else from the calibration runs."""
-    if calib is None or len(calib) == 0:
+def _check_ranges(graph: Graph, ranges) -> dict[str, float]:
+    """The caller's ranges as {group: finite float > 0}: a range is the largest magnitude a group
+    holds, so 0, a negative number, NaN, infinity or a non-number cannot be one."""
+    if ranges is None:
+        return {}
+    if not isinstance(ranges, Mapping):
+        raise CompileError(f"graph {graph.name!r}: ranges must map range groups to numbers, got {ranges!r}")
+    return {g: checks.number(r, f"graph {graph.name!r}: range of group {g!r}", CompileError, positive=True)
+            for g, r in ranges.items()}
+
+
+def _calibration_feeds(graph: Graph, calib) -> list[dict[str, np.ndarray]]:
+    """Every calibration set as {input: finite array of the input's exact shape}."""
+    if isinstance(calib, Mapping | str | bytes):
+        raise CompileError(f"graph {graph.name!r}: calib must be a list of input sets (dicts), "
+                           f"got a {type(calib).__name__}")
+    try:
+        calib = list(calib) if calib is not None else []
+    except TypeError:
+        raise CompileError(f"graph {graph.name!r}: calib must be a list of input sets (dicts), "
+                           f"got {calib!r}") from None
+    if not calib:
         raise CompileError(f"graph {graph.name!r}: missing calibration data (give at least one input set)")
-    max_abs: dict[str, float] = {n: 0.0 for n in graph.nodes}
+    sets = []
     for i, feeds in enumerate(calib):
+        if not isinstance(feeds, Mapping):
+            raise CompileError(f"graph {graph.name!r}: calibration set {i} must map input names to rows, "
+                               f"got {type(feeds).__name__}")
         missing = [n for n in graph.inputs if n not in feeds]
         if missing:
             raise CompileError(f"graph {graph.name!r}: calibration set {i} lacks input {missing[0]!r}")
-        for name, value in graph.evaluate(feeds).items():
+        sets.append({n: checks.feed(feeds[n], graph.shape(n), f"graph {graph.name!r}: calibration set {i}: "
+                                    f"input {n!r}", CompileError) for n in graph.inputs})
+    return sets
+
+
+def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
+    """Scale of every non-integer tensor: from the range groups, else from the calibration runs."""
+    sets = _calibration_feeds(graph, calib)
+    ranges = _check_ranges(graph, ranges)
+    max_abs: dict[str, float] = {n: 0.0 for n in graph.nodes}
+    for i, feeds in enumerate(sets):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, by node
+            values = graph.evaluate(feeds)
+        for name, value in values.items():
+            if not np.isfinite(value).all():
+                raise CompileError(f"graph {graph.name!r}: calibration set {i}: node {name!r} evaluates to "
+                                   f"non-finite values (float64 overflow); its inputs are finite")
             if value.size:
                 max_abs[name] = max(max_abs[name], float(np.max(np.abs(value))))
     for node in graph.nodes.values():
@@ -113,10 +152,9 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
                 src = graph.nodes[src].inputs[0]
             max_abs[src] = max(max_abs[src], abs(float(node.attrs["sink"])))
             group = graph.nodes[src].attrs.get("range_group")
-            if ranges and group in ranges and abs(node.attrs["sink"]) > float(ranges[group]):
+            if group in ranges and abs(node.attrs["sink"]) > ranges[group]:
                 raise CompileError(f"softmax {node.name!r}: sink {node.attrs['sink']} lies outside the range "
                                    f"{ranges[group]} given for its input's group {group!r}")
-    ranges = dict(ranges or {})
     group_max: dict[str, float] = {}
     for node in graph.nodes.values():
         g = node.attrs.get("range_group")
@@ -126,11 +164,11 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
     for node in graph.nodes.values():
         g = node.attrs.get("range_group")
         if g is not None and g in ranges:
-            scales[node.name] = scale_for(float(ranges[g]))
+            scales[node.name] = scale_for(ranges[g], f"range group {g!r}")
         elif g is not None:
-            scales[node.name] = scale_for(group_max[g])
+            scales[node.name] = scale_for(group_max[g], f"range group {g!r}")
         else:
-            scales[node.name] = scale_for(max_abs[node.name])
+            scales[node.name] = scale_for(max_abs[node.name], f"node {node.name!r}")
         if node.op == "softmax":
             scales[node.name] = SOFTMAX_OUT_SCALE
         if node.op in ("relu", "rows"):
@@ -212,7 +250,18 @@ class _Emitter:
 
 
 def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
-    """Compile a graph for GA2 (see the module docstring). Raises CompileError naming node and limit."""
+    """Compile a graph for GA2 (see the module docstring). Raises CompileError naming node and limit.
+
+    Everything is checked before it is used (``checks.py``, docs/quantization.md): the graph's
+    shapes and attributes again, every calibration feed (its input's exact shape, finite values)
+    and every range (a finite number > 0). A NaN or a float shape is an error, never a scale of 1.0
+    or a truncated dimension."""
+    if not isinstance(graph, Graph):
+        raise CompileError(f"compile_graph needs a Graph, got {type(graph).__name__}")
+    try:
+        graph.check()  # the construction checks again, for nodes edited after they were built
+    except GraphError as e:
+        raise CompileError(f"graph {graph.name!r}: {e}") from None
     if not graph.outputs:
         raise CompileError(f"graph {graph.name!r} has no outputs")
     for node in graph.nodes.values():
@@ -226,7 +275,8 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
     tensors = {n.name: Tensor(n.name, n.shape[0], n.shape[1], "int32" if n.op == "argmax" else "int8",
                               scales[n.name]) for n in graph.nodes.values()}
     params = _integer_params(graph, scales)
-    consts = {n.name: quantize(n.attrs["value"], scales[n.name]) for n in graph.nodes.values() if n.op == "const"}
+    consts = {n.name: quantize(n.attrs["value"], scales[n.name], f"const {n.name!r}")
+              for n in graph.nodes.values() if n.op == "const"}
     compute, loads = _load_order(graph)
     _place_sram(graph, tensors, loads)
     const_words, ext_words = _place_ext(graph, tensors, consts, loads)

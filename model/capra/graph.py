@@ -14,6 +14,11 @@ the ones a decoder layer needs and GA2 executes:
 
 Graphs are built with the methods below (each returns the new node's name) and evaluated in
 float64 by ``evaluate``, which is what calibration runs.
+
+Every value a method takes is checked as it comes in (``checks.py``): shapes are positive integers,
+constants, matmul scales and softmax sinks are finite numbers, a feed has exactly its input's
+shape and finite values; anything else is a GraphError naming the node. ``check`` runs the same
+checks over a whole graph, so a node edited after it was built is caught before it is compiled.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import checks
 
 OPS = ("input", "const", "matmul", "concat", "rows", "softmax", "add", "mul", "relu", "argmax")
 
@@ -48,24 +55,28 @@ class Graph:
 
     # ---- construction -------------------------------------------------------------------------
     def _add(self, name: str, op: str, inputs: list[str], shape: tuple[int, int], **attrs) -> str:
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"a node's name must be a non-empty string, got {name!r}")
         if name in self.nodes:
             raise GraphError(f"node {name!r} is defined twice")
         for i in inputs:
             if i not in self.nodes:
                 raise GraphError(f"node {name!r}: unknown input {i!r}")
-        if shape[0] < 1 or shape[1] < 1:
-            raise GraphError(f"node {name!r}: empty shape {shape}")
-        self.nodes[name] = Node(name, op, list(inputs), (int(shape[0]), int(shape[1])), attrs)
+        node = Node(name, op, list(inputs), checks.shape2(shape, f"node {name!r}", GraphError), attrs)
+        node.attrs = _checked_attrs(node)
+        self.nodes[name] = node
         return name
 
     def shape(self, name: str) -> tuple[int, int]:
+        if name not in self.nodes:
+            raise GraphError(f"graph {self.name!r} has no node {name!r}")
         return self.nodes[name].shape
 
     def input(self, name: str, shape: tuple[int, int], range_group: str | None = None) -> str:
         return self._add(name, "input", [], shape, range_group=range_group)
 
     def const(self, name: str, value) -> str:
-        value = np.atleast_2d(np.asarray(value, dtype=np.float64))
+        value = np.atleast_2d(checks.finite_array(value, f"const {name!r}", GraphError))
         if value.ndim != 2:
             raise GraphError(f"const {name!r} must be 2-D, got shape {value.shape}")
         return self._add(name, "const", [], value.shape, value=value)
@@ -77,7 +88,7 @@ class Graph:
         if ka != k:
             raise GraphError(f"matmul {name!r}: {a} is {ra}x{ka} but {b}{'.T' if transpose_b else ''} "
                              f"has {k} rows")
-        return self._add(name, "matmul", [a, b], (ra, m), transpose_b=transpose_b, scale=float(scale),
+        return self._add(name, "matmul", [a, b], (ra, m), transpose_b=transpose_b, scale=scale,
                          relu=relu, range_group=range_group)
 
     def concat(self, name: str, a: str, b: str) -> str:
@@ -123,6 +134,25 @@ class Graph:
         self.outputs = list(names)
 
     # ---- queries -------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Every node's shape and attributes as the construction methods check them, and every
+        input of a node defined before it (for a graph whose nodes were edited after building)."""
+        seen: set[str] = set()
+        for key, node in self.nodes.items():
+            if node.name != key:
+                raise GraphError(f"node {key!r} is stored under the name {node.name!r}")
+            for i in node.inputs:
+                if i not in seen:
+                    raise GraphError(f"node {key!r}: input {i!r} is not defined before it")
+            checks.shape2(node.shape, f"node {key!r}", GraphError)
+            _checked_attrs(node)
+            if node.op == "rows":
+                parent = self.nodes[node.inputs[0]].shape
+                if node.attrs["hi"] > parent[0] or node.shape[1] != parent[1]:
+                    raise GraphError(f"rows {key!r}: rows {node.attrs['lo']}..{node.attrs['hi'] - 1} of a "
+                                     f"{parent[0]} x {parent[1]} tensor")
+            seen.add(key)
+
     @property
     def inputs(self) -> list[str]:
         return [n.name for n in self.nodes.values() if n.op == "input"]
@@ -144,11 +174,7 @@ class Graph:
         if op == "input":
             if node.name not in feeds:
                 raise GraphError(f"input {node.name!r} is missing")
-            value = np.asarray(feeds[node.name], dtype=np.float64).reshape(-1, node.shape[1]) \
-                if np.size(feeds[node.name]) else np.zeros((0, node.shape[1]))
-            if value.shape != node.shape:
-                raise GraphError(f"input {node.name!r} has shape {value.shape}, the graph wants {node.shape}")
-            return value
+            return checks.feed(feeds[node.name], node.shape, f"input {node.name!r}", GraphError)
         if op == "const":
             return node.attrs["value"]
         if op == "matmul":
@@ -175,3 +201,29 @@ class Graph:
         if op == "argmax":
             return np.argmax(args[0], axis=1).astype(np.float64)[:, None]
         raise GraphError(f"node {node.name!r}: unsupported op {op!r}")
+
+
+def _checked_attrs(node: Node) -> dict:
+    """The node's attributes, checked, as a new dict (numbers as floats); the node is not changed.
+
+    What an op needs: a const's finite value of the node's shape, a matmul's finite scale > 0
+    (GA2's multipliers are unsigned), a finite sink, a range group that is a name."""
+    attrs = dict(node.attrs)
+    what = f"{node.op} {node.name!r}"
+    if node.op == "const":
+        value = checks.finite_array(attrs.get("value"), what, GraphError)
+        if value.shape != node.shape:
+            raise GraphError(f"{what}: value of shape {value.shape} for a node of shape {node.shape}")
+    elif node.op == "matmul":
+        attrs["scale"] = checks.number(attrs.get("scale"), f"{what}: scale", GraphError, positive=True)
+    elif node.op == "softmax" and attrs.get("sink") is not None:
+        attrs["sink"] = checks.number(attrs["sink"], f"{what}: sink", GraphError)
+    elif node.op == "rows":
+        lo, hi = attrs.get("lo"), attrs.get("hi")
+        if not (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool)
+                and not isinstance(hi, bool) and 0 <= lo < hi and hi - lo == node.shape[0]):
+            raise GraphError(f"{what}: rows {lo!r}..{hi!r} do not give its {node.shape[0]} rows")
+    group = attrs.get("range_group")
+    if group is not None and not isinstance(group, str):
+        raise GraphError(f"{what}: range_group must be a string or None, got {group!r}")
+    return attrs

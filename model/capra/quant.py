@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from . import isa
+from . import checks, isa
 
 SOFTMAX_IN_SCALE = 1.0 / (1 << isa.SM_IN_FRAC)
 SOFTMAX_OUT_SCALE = 1.0 / 128.0
@@ -30,14 +30,24 @@ class CompileError(ValueError):
     """The graph cannot be compiled for GA2; the message names the node and the limit."""
 
 
-def scale_for(max_abs: float) -> float:
-    """The int8 scale that maps max_abs to 127 (1.0 for an all-zero tensor)."""
+def scale_for(max_abs: float, what: str = "a tensor") -> float:
+    """The int8 scale that maps max_abs to 127 (1.0 for an all-zero tensor).
+
+    max_abs must be a finite number >= 0: a NaN used to fail ``max_abs > 0`` and give the scale
+    1.0, which quantized every value of the tensor wrongly and said nothing."""
+    max_abs = checks.number(max_abs, f"largest magnitude of {what}", CompileError)
+    if max_abs < 0:
+        raise CompileError(f"largest magnitude of {what} must be >= 0, got {max_abs!r}")
     return max_abs / QMAX if max_abs > 0 else 1.0
 
 
-def quantize(values, scale: float) -> np.ndarray:
-    """float -> int8, round half away from zero, clipped to [-127, 127]."""
-    x = np.asarray(values, dtype=np.float64) / scale
+def quantize(values, scale: float, what: str = "values") -> np.ndarray:
+    """float -> int8, round half away from zero, clipped to [-127, 127].
+
+    The values must be finite and the scale a finite number > 0 (ValueError naming ``what``):
+    NaN has no int8, and numpy would make it an arbitrary integer without a word."""
+    scale = checks.number(scale, f"scale of {what}", positive=True)
+    x = checks.finite_array(values, what) / scale
     q = np.sign(x) * np.floor(np.abs(x) + 0.5)
     return np.clip(q, -QMAX, QMAX).astype(np.int64)
 

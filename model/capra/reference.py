@@ -7,25 +7,32 @@ model must reproduce it exactly from the generated code; the tests hold them to 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from . import checks
 from .compiler import Program
 from .machine import requantize, softmax_int8, wrap32
 from .quant import quantize
 
 
 def quantize_inputs(P: Program, inputs: dict) -> dict[str, np.ndarray]:
-    """The int8 rows of every graph input, checked against the shapes the program was built for."""
+    """The int8 rows of every graph input, checked against the shapes the program was built for.
+
+    Every run-time entry (``run``, ``run(machine=True)``, ``ext_image``) comes through here, so an
+    input of the wrong shape, or with a NaN or an infinity (which has no int8), is a ValueError
+    naming the program and the input, before anything is computed."""
+    if not isinstance(inputs, Mapping):
+        raise ValueError(f"program {P.name!r}: inputs must map input names to rows, got {type(inputs).__name__}")
     q = {}
     for name in P.inputs:
         t = P.tensors[name]
         if name not in inputs:
             raise ValueError(f"program {P.name!r}: input {name!r} is missing")
-        value = np.asarray(inputs[name], dtype=np.float64)
-        if value.size != t.rows * t.cols:
-            raise ValueError(f"program {P.name!r}: input {name!r} has {value.size} values, "
-                             f"the program expects {t.rows} x {t.cols}")
-        q[name] = quantize(value.reshape(t.rows, t.cols), t.scale)
+        value = checks.feed(inputs[name], (t.rows, t.cols), f"program {P.name!r}: input {name!r}",
+                            expects="the program expects")
+        q[name] = quantize(value, t.scale, f"program {P.name!r}: input {name!r}")
     return q
 
 
