@@ -79,6 +79,9 @@ def test_rows_view_errors():
     g.set_outputs(["r"])
     with pytest.raises(C.CompileError, match="view of rows cannot be an output"):
         C.compile_graph(g, [{"x": np.ones((3, 4))}])
+    g.nodes["r"].attrs["hi"] = 2  # edited after building: no longer its one row
+    with pytest.raises(GraphError, match="do not give its 1 rows"):
+        g.check()
 
 
 # ---- batch programs ----------------------------------------------------------------------------------
