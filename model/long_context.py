@@ -170,8 +170,10 @@ class PasskeyEvaluator:
         return rng.sample(range(100_000), n_trials)
 
     def run_trials(self, context_length: int, n_trials: int, position: str,
-                   batch_size: int = 2) -> PasskeyResult:
-        """Score ``n_trials`` prompts at one length; prompts of equal length are decoded in batches."""
+                   batch_size: int = 2, progress=None) -> PasskeyResult:
+        """Score ``n_trials`` prompts at one length; prompts of equal length are decoded in batches.
+        ``progress(n)`` (if given) is called after each batch with the n trials it scored, so a
+        long cell can show it is alive."""
         passkeys = self.passkeys_for(context_length, n_trials)
         correct = 0
         for start in range(0, n_trials, batch_size):
@@ -182,6 +184,8 @@ class PasskeyEvaluator:
             for key, row in zip(chunk, out[:, ids.shape[1]:], strict=True):
                 answer = self.extract_passkey_from_output(self.tokenizer.decode(row))
                 correct += int(answer == key)
+            if progress is not None:
+                progress(len(chunk))
         low, high = wilson_interval(correct, n_trials)
         return PasskeyResult(context_length, position, n_trials, correct, low, high)
 

@@ -28,7 +28,9 @@ The checks
               then the cocotb test of the mutated block (when the mutant names one).
 
 Mutants run on ``jobs`` worker threads (two by default, the machine's cores); each worker only
-waits for its subprocess, so at most ``jobs`` checks run at once.
+waits for its subprocess, so at most ``jobs`` checks run at once. Every check runs in a process
+group of its own (tools/cli.py ``run_command``): a timeout kills the check with the simulators it
+started, and Ctrl-C stops every running check before the tool exits.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+
+import cli  # noqa: E402  (tools/cli.py: children in process groups)
+
 COPIED = ("model", "tools", "rtl", "tb", "tests", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache")
 CHECK_TIMEOUT = 900  # seconds; a mutant that hangs a check is caught (the checks must finish)
@@ -183,8 +190,7 @@ def run_commands(root: Path, commands: Sequence[Sequence[str]]) -> tuple[bool, s
     """Run the commands in the copy one after another; (all passed, output of the first failure)."""
     for cmd in commands:
         try:
-            proc = subprocess.run(list(cmd), cwd=root, env=_environment(), capture_output=True, text=True,
-                                  timeout=CHECK_TIMEOUT)
+            proc = cli.run_command(cmd, cwd=root, env=_environment(), timeout=CHECK_TIMEOUT)
         except subprocess.TimeoutExpired:
             return False, f"timed out after {CHECK_TIMEOUT} s: {' '.join(cmd[:6])}"
         if proc.returncode != 0:
@@ -264,11 +270,17 @@ def run_all(mutants: Sequence[Mutant], jobs: int = 2, src: Path = ROOT,
         return run
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_mutant, m, src) for m in mutants]
-        for future in futures:
-            result = future.result()
-            run.results.append(result)
-            if on_result:
-                on_result(result)
+        try:
+            for future in futures:
+                result = future.result()
+                run.results.append(result)
+                if on_result:
+                    on_result(result)
+        except BaseException:  # Ctrl-C: the workers wait for their checks, so stop those first
+            for future in futures:
+                future.cancel()
+            cli.kill_children()
+            raise
     run.seconds = time.monotonic() - start
     return run
 

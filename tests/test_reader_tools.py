@@ -165,3 +165,433 @@ def test_the_eight_self_check_answers_agree_with_the_chapters_arithmetic(capsys)
     out = capsys.readouterr().out
     assert out.count("DISAGREES") == 0 and "8 answers, every one agrees" in out
     assert "= 87.5%" in out
+
+
+# ==== nothing passes that should fail ============================================================
+#
+# Every tool in tools/ that is a program: --help only helps; a user mistake is one line naming it,
+# exit 2, nothing written and no work started; a failed replay or check, or a run that checks
+# nothing, exits 1; outputs are written atomically; children die with the tool.
+
+import importlib  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+import cli  # noqa: E402
+import decode  # noqa: E402
+import hw  # noqa: E402
+import paged_lm  # noqa: E402
+import tiny_lm  # noqa: E402
+
+OUT = ROOT / "out"
+PROGRAMS = sorted(p.stem for p in (ROOT / "tools").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
+
+
+def test_every_program_in_tools_is_covered_here():
+    """A new tool joins these tests by being listed here (and gets --help and bad-input cases)."""
+    assert PROGRAMS == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
+                               "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "gather_bench",
+                               "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "synth", "waves"])
+
+
+def out_state() -> dict[str, int]:
+    """The files a tool could write, with their modification times."""
+    files = [p for p in OUT.iterdir() if p.is_file()] + [ROOT / "rtl" / "exp_lut.v"]
+    return {p.name: p.stat().st_mtime_ns for p in files}
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if a tool starts real work: a decode, a simulator, a model past 10^6 rows."""
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("work started before the arguments were checked")
+
+    for module, name in ((decode, "ChipHost"), (paged_lm, "PagedChip"), (hw, "sim_icarus"), (hw, "sim_verilator")):
+        monkeypatch.setattr(module, name, refuse)
+    import passkey_eval
+
+    real = passkey_eval.make_mixed_model
+    monkeypatch.setattr(passkey_eval, "make_mixed_model",
+                        lambda **kw: refuse() if kw.get("window", 0) > 10**6 else real(**kw))
+
+
+def call(capsys, tool: str, *argv: str) -> tuple[int, str, str]:
+    """Run a tool's main in-process as its script does (cli.run); (exit status, stdout, stderr)."""
+    module = importlib.import_module(tool)
+    try:
+        code = cli.run(module.main, list(argv))
+    except SystemExit as done:
+        code = done.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("tool", PROGRAMS)
+def test_help_of_every_tool_only_helps(capsys, no_work, tool):
+    before = out_state()
+    code, out, err = call(capsys, tool, "--help")
+    assert code == 0 and out.startswith("usage:"), (code, out[:200], err)
+    assert "VERDICT" not in out and "==" not in out
+    assert out_state() == before, "--help wrote a file"
+
+
+BAD_ARGUMENTS = [
+    ("decode_report", ["--steps", "0"], "--steps"),
+    ("decode_report", ["--steps", "1"], "--steps"),
+    ("decode_report", ["--steps", "100000"], "--steps"),  # used to calibrate for minutes, then fail
+    ("decode_report", ["--model", "mixed"], "--model"),
+    ("ch12_run", ["--start", "16"], "--start"),
+    ("ch12_run", ["--start", "-1"], "--start"),  # used to decode token 15 silently
+    ("ch12_run", ["--steps", "0"], "--steps"),  # used to print two FAIL lines and exit 0
+    ("ch12_run", ["--steps", "100000"], "--steps"),
+    ("ch12_run", ["--steps", "many"], "--steps"),
+    ("ch12_accuracy", ["--starts", "0"], "--starts"),
+    ("ch12_accuracy", ["--starts", "-1", "--seeds", "1", "--steps", "2"], "--starts"),  # used to "pass"
+    ("ch12_accuracy", ["--steps", "100000"], "--steps"),
+    ("ch12_accuracy", ["--seeds", "-3"], "--seeds"),
+    ("passkey_eval", ["--n-trials", "0"], "--n-trials"),
+    ("passkey_eval", ["--n-trials", "100001"], "--n-trials"),  # more than there are 5-digit passkeys
+    ("passkey_eval", ["--window", "0"], "--window"),
+    ("passkey_eval", ["--window", "300000000"], "--window"),  # used to take 24 GB until killed
+    ("passkey_eval", ["--context-lengths", "8"], "--context-lengths"),
+    ("passkey_eval", ["--context-lengths", "1000000000"], "--context-lengths"),
+    ("passkey_eval", ["--probe-lengths", str(10**13)], "--probe-lengths"),
+    ("waves", ["--context", "0"], "--context"),
+    ("waves", ["--context", "100000"], "--context"),
+    ("bench", ["--repeats", "0"], "--repeats"),
+    ("gather_bench", ["--repeats", "0"], "--repeats"),
+    ("gather_bench", ["--repeats", "many"], "--repeats"),
+    ("mut_ch15", ["-j", "0"], "-j/--jobs"),
+    ("mut_ch15", ["-k", "no mutant says this"], "-k"),
+    ("mut_ch15", ["-k", ""], "-k"),
+    ("gen_exp_lut", ["--chek"], "--chek"),
+    ("ch15_selfcheck", ["-q", "9"], "-q/--question"),
+    ("ch15_example_a", ["--free-order", "random"], "--free-order"),
+    ("ch15_example_b", ["extra"], "extra"),
+    ("ch15_run", ["--steps", "8"], "--steps"),
+    ("ch15_figures", ["--steps", "8"], "--steps"),
+    ("kv_cache_benchmark", ["--quick", "3"], "3"),
+    ("synth", ["--jobs", "0"], "--jobs"),
+    ("synth", ["--timeout", "nan"], "--timeout"),
+    ("synth", ["no_such_block"], "no_such_block"),
+]
+
+
+@pytest.mark.parametrize("tool, args, named", BAD_ARGUMENTS)
+def test_a_user_mistake_is_one_line_exit_2_before_any_work(capsys, no_work, tool, args, named):
+    before = out_state()
+    code, out, err = call(capsys, tool, *args)
+    assert (code, out) == (2, ""), (code, out[-500:], err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], err
+    assert out_state() == before, "a refused run wrote a file"
+
+
+@pytest.mark.parametrize("tool, args", [("ch12_run", []), ("ch12_accuracy", []), ("decode_report", []),
+                                        ("waves", []), ("bench", [])])
+@pytest.mark.parametrize("value", ["abc", "0", "70000"])
+def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool, args, value):
+    monkeypatch.setenv("GA2_EXT", value)
+    code, out, err = call(capsys, tool, *args)
+    assert (code, out) == (2, ""), (code, out[-500:], err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"GA2_EXT={value}" in lines[0].replace("'", ""), err
+
+
+def test_ext_limit_reads_GA2_EXT_as_words_1_to_65536(monkeypatch):
+    from capra.compiler import CompileError, ext_limit
+
+    monkeypatch.delenv("GA2_EXT", raising=False)
+    assert ext_limit() == 8192
+    for good in ("1", "40", "65536"):
+        monkeypatch.setenv("GA2_EXT", good)
+        assert ext_limit() == int(good)
+    for bad in ("abc", "", "0", "-5", "65537", "8192.0"):
+        monkeypatch.setenv("GA2_EXT", bad)
+        with pytest.raises(CompileError, match="GA2_EXT"):
+            ext_limit()
+
+
+def test_the_context_limit_is_the_largest_program_that_compiles(capsys, no_work):
+    import limits
+
+    model = tiny_lm.make_model("structured")
+    found = limits.largest_context(model)
+    assert limits.compile_error(model, found.largest) is None
+    assert limits.compile_error(model, found.largest + 1) == found.reason and "scratchpad" in found.reason
+    code, _out, err = call(capsys, "decode_report", "--steps", str(found.largest + 1))
+    assert code == 2 and f"the largest decode context GA2 can run, {found.largest}" in err
+
+
+# ---- verdicts -----------------------------------------------------------------------------------
+
+PASS3 = "PASS: 3 programs match the Python reference (memory and all five cycle counters), 99 cycles in total\n"
+COUNTERS3 = "".join(f"COUNTERS {i} 10 1 2 3 4\n" for i in range(3))
+
+
+@pytest.mark.parametrize("rc, output, programs, problem", [
+    (0, PASS3, 3, None),
+    (0, COUNTERS3 + PASS3, 3, None),
+    (0, PASS3, 4, "the image holds 4"),
+    (0, PASS3, 0, "nothing was checked"),
+    (0, "FAIL: malformed image out/x.hex: the first word (1 words read) is not a program count\n", 1, "FAIL"),
+    (0, "MISMATCH: program 1 counter c0: expected 5, got 6\n" + PASS3, 3, "MISMATCH"),
+    (0, PASS3 + "FAIL: program 2 did not halt\n", 3, "FAIL"),
+    (0, "", 3, "no verdict"),
+    (0, "PASSED\n", 3, "no verdict"),
+    (1, PASS3, 3, "exited with status 1"),
+    (0, "COUNTERS 0 10 1 2 3 4\n" + PASS3, 3, "counters for 1 of 3"),
+])
+def test_a_replay_passes_only_on_one_PASS_for_every_program(rc, output, programs, problem):
+    replay = cli.replay_verdict("Icarus", rc, output, programs, dump=True) if "COUNTERS" in output else \
+        cli.replay_verdict("Icarus", rc, output, programs)
+    if problem is None:
+        assert replay.passed, replay.problems
+    else:
+        assert not replay.passed and problem in "; ".join(replay.problems), replay.problems
+
+
+def test_finish_fails_a_run_that_checked_nothing(capsys):
+    assert cli.finish([], checks=0, passed="everything") == 1
+    assert capsys.readouterr().out == "VERDICT: FAIL: nothing was checked\n"
+    assert cli.finish(["a", "b"], checks=5) == 1
+    assert capsys.readouterr().out == "VERDICT: FAIL: a; b\n"
+    assert cli.finish([], checks=1, passed="one check") == 0
+    assert capsys.readouterr().out == "VERDICT: PASS: one check\n"
+
+
+@pytest.mark.parametrize("output", [
+    "FAIL: malformed image out/ga2_programs.hex: the first word (1 words read) is not a program count\n",
+    "PASS: 1 programs match\nCOUNTERS 0 1 1 1 1 1\n",  # too few programs
+    "PASS: 2 programs match\nCOUNTERS 0 1 1 1 1 1\nCOUNTERS 1 1 1 1 1 1\n",  # counters not the model's
+])
+def test_ch12_run_fails_when_a_simulator_does_not_pass(capsys, monkeypatch, output):
+    fake = ("Icarus", lambda *a, **k: (0, output)), ("Verilator", lambda *a, **k: (0, output))
+    monkeypatch.setattr(hw, "SIMULATORS", fake)
+    code, out, _err = call(capsys, "ch12_run", "--steps", "2")
+    assert code == 1 and out.strip().splitlines()[-1].startswith("VERDICT: FAIL"), out
+
+
+def test_waves_fails_and_keeps_no_waveform_when_the_replay_fails(capsys, monkeypatch, tmp_path):
+    import waves
+
+    monkeypatch.setattr(waves, "VCD", tmp_path / "ga2.vcd")
+    monkeypatch.setattr(hw, "sim_icarus", lambda *a, **k: (0, "FAIL: program 0 halted on an illegal instruction\n"))
+    code, out, _err = call(capsys, "waves", "--context", "1")
+    assert code == 1 and "VERDICT: FAIL" in out and not (tmp_path / "ga2.vcd").exists()
+
+
+def test_bench_stops_when_a_timed_replay_does_not_pass(tmp_path):
+    import bench
+
+    def icarus(*_args, **_kwargs):
+        return 0, "FAIL: truncated image\n"
+
+    with pytest.raises(SystemExit) as stop:
+        bench.timed_run(icarus, tmp_path / "x.hex", 8192, 32)
+    assert stop.value.code == 1
+
+
+def test_passkey_eval_exits_1_below_its_target(capsys, monkeypatch):
+    import passkey_eval
+
+    monkeypatch.setattr(passkey_eval, "TARGET_ACCURACY", 1.01)  # unreachable: every cell is below it
+    code, out, _err = call(capsys, "passkey_eval", "--n-trials", "1", "--context-lengths", "64", "--position",
+                           "end", "--probe-lengths")
+    assert code == 1 and "verdict: BELOW TARGET" in out and "VERDICT: FAIL" in out
+
+
+def test_kv_cache_benchmark_reports_a_cached_decode_that_differs(monkeypatch, capsys):
+    import kv_cache_benchmark as K
+    import numpy as np
+
+    monkeypatch.setattr(K, "generate", lambda *a, use_cache, **k: np.array([[1 if use_cache else 2]]))
+    assert K.section_cached_vs_uncached([64], new_tokens=1) == [
+        "prompt of 64 tokens: the cached decode's tokens differ from the uncached one's"]
+
+
+# ---- out/ch15_run.json: written by a passing run only, checked by the figures ---------------------
+
+def fake_cycles() -> dict:
+    """Cycles shaped like the real run's: growing without a window, flat once a window is full."""
+    grow = [690 + 8 * i for i in range(32)]
+    return {None: grow, 8: grow[:7] + [grow[7]] * 25, 4: grow[:3] + [grow[3]] * 29}
+
+
+@pytest.fixture
+def fake_ch15_run(monkeypatch, tmp_path):
+    """ch15_run with its three sections replaced (no decode, no simulator) and its JSON in tmp_path."""
+    monkeypatch.setattr(ch15_run, "RUN_JSON", tmp_path / "ch15_run.json")
+    monkeypatch.setattr(ch15_run, "section_checks", lambda: [])
+    decodes = {W: [{"pages": 1}] * 32 for W in ch15_run.WINDOWS}
+    monkeypatch.setattr(ch15_run, "section_rule", lambda m: (decodes, []))
+    return tmp_path / "ch15_run.json"
+
+
+def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, monkeypatch, fake_ch15_run):
+    monkeypatch.setattr(ch15_run, "section_replay", lambda d: (fake_cycles(), []))
+    assert ch15_run.main([]) == 0
+    data = json.loads(fake_ch15_run.read_text())
+    assert data["verdict"] == "PASS" and data["cycles"]["8"] == fake_cycles()[8]
+    monkeypatch.setattr(ch15_run, "section_replay", lambda d: (fake_cycles(), ["window 8: Icarus: FAIL: x"]))
+    assert ch15_run.main([]) == 1
+    assert not fake_ch15_run.exists(), "a failing run left the passing run's numbers for the figures"
+    assert "VERDICT: FAIL\n  - window 8: Icarus: FAIL: x" in capsys.readouterr().out
+
+
+EXAMPLE_B = {"contig": [4, 1022, 8192], "paged": {"4": [34, 7852, 7916]}, "share": {"96/16": [72, 30, 0]},
+             "win": {"8": [938, 1152, 0.16]}, "serve": {"2048": [5, 5, 135, 135]}}
+GOOD_RUN = {"verdict": "PASS", "steps": 32, "page": 4, "cycles": {str(W): c for W, c in fake_cycles().items()}}
+
+
+@pytest.mark.parametrize("text, named", [
+    (json.dumps(GOOD_RUN)[:200], "not complete JSON"),  # truncated
+    (json.dumps({k: v for k, v in GOOD_RUN.items() if k != "verdict"}), "not from a passing run"),
+    (json.dumps({**GOOD_RUN, "verdict": "FAIL"}), "not from a passing run"),
+    (json.dumps({**GOOD_RUN, "cycles": {"None": [1] * 32, "8": [1] * 31, "4": [1] * 32}}), "32 positive integer"),
+    (json.dumps({**GOOD_RUN, "cycles": {"None": [1] * 32, "8": [1] * 32}}), "32 positive integer"),
+    (json.dumps({**GOOD_RUN, "cycles": {"None": [-5] * 32, "8": [1] * 32, "4": [1] * 32}}), "32 positive integer"),
+    ("[]", "not from a passing run"),
+])
+def test_the_figures_refuse_a_run_file_that_is_not_a_complete_passing_run(capsys, monkeypatch, tmp_path,
+                                                                          text, named):
+    import ch15_figures
+
+    (tmp_path / "ch15_run.json").write_text(text)
+    (tmp_path / "ch15_example_b.json").write_text(json.dumps(EXAMPLE_B))
+    monkeypatch.setattr(ch15_run, "RUN_JSON", tmp_path / "ch15_run.json")
+    monkeypatch.setattr(ch15_figures, "OUT", tmp_path)
+    code, out, err = call(capsys, "ch15_figures")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1 and named in err, err
+    assert not list(tmp_path.glob("*.png")), "a figure was written from a file that was refused"
+
+
+def test_the_figures_refuse_an_incomplete_example_b_file(capsys, monkeypatch, tmp_path):
+    import ch15_figures
+
+    (tmp_path / "ch15_example_b.json").write_text(json.dumps({**EXAMPLE_B, "win": {}}))
+    monkeypatch.setattr(ch15_figures, "OUT", tmp_path)
+    code, _out, err = call(capsys, "ch15_figures")
+    assert code == 2 and "every study of example B" in err
+
+
+def test_the_figures_accept_a_passing_run(monkeypatch, tmp_path):
+    import ch15_figures
+
+    (tmp_path / "ch15_run.json").write_text(json.dumps(GOOD_RUN))
+    assert ch15_figures.run_cycles(tmp_path / "ch15_run.json") == GOOD_RUN["cycles"]
+
+
+# ---- atomic outputs -----------------------------------------------------------------------------
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "ch15_run.json"
+    cli.write_text(path, "old\n")
+    with pytest.raises(KeyboardInterrupt), cli.atomic_path(path) as tmp:
+        tmp.write_text("half of the n")
+        raise KeyboardInterrupt
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["ch15_run.json"]
+    cli.write_json(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_the_tools_write_files_only_through_cli():
+    """One helper for every output (cli.atomic_path): no tool writes a file in place."""
+    direct = re.compile(r"\.write_(text|bytes)\(|json\.dump\(|open\([^)]*['\"][wax]b?['\"]|savefig\((?!tmp)")
+    found = [f"{p.name}: {line.strip()}" for p in (ROOT / "tools").glob("*.py") if p.name != "cli.py"
+             for line in p.read_text().splitlines()
+             if direct.search(line) and "cli." not in line and "streamed log" not in line]
+    assert not found, found
+
+
+# ---- children die with the tool -----------------------------------------------------------------
+
+
+def alive(pid: int) -> bool:
+    """True while pid is a running process (a zombie waiting for its reaper counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def all_dead(pids: list[int], within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_child_that_times_out_is_killed_with_its_whole_group(tmp_path):
+    pids = tmp_path / "pids"
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli.run_command(["sh", "-c", f"sleep 300 & echo $! > {pids}; echo $$ >> {pids}; sleep 300"], timeout=0.5)
+    found = [int(p) for p in pids.read_text().split()]
+    assert len(found) == 2 and all_dead(found)
+
+
+FAKE_VERILATOR = """#!/bin/sh
+# A build that takes for ever: a make with a compiler under it, as Verilator's does.
+sh -c 'sleep 300' &
+echo $! >> {pids}
+sleep 300 &
+echo $! >> {pids}
+echo $$ >> {pids}
+wait
+"""
+
+DRIVER = """import signal, sys
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (CI)
+sys.path[:0] = [sys.argv[1] + "/tools", sys.argv[1] + "/model"]
+import cli, hw
+hw.SIM_DIR = Path(sys.argv[2])
+sys.exit(cli.run(hw.build_verilator, ["tb/ga2_tb.v"], "ga2_tb"))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_verilator_build_leaves_no_process_and_no_half_build(tmp_path, signum):
+    bin_dir, sim_dir, pids = tmp_path / "bin", tmp_path / "sim", tmp_path / "pids"
+    bin_dir.mkdir()
+    (bin_dir / "verilator").write_text(FAKE_VERILATOR.format(pids=pids))
+    (bin_dir / "verilator").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    tool = subprocess.Popen([sys.executable, "-c", DRIVER, str(ROOT), str(sim_dir)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and len(pids.read_text().split()) == 3):
+        assert time.monotonic() < deadline and tool.poll() is None, tool.communicate()
+        time.sleep(0.05)
+    tool.send_signal(signum)
+    _out, err = tool.communicate(timeout=30)
+    assert tool.returncode == 130 and "interrupted" in err, err
+    assert all_dead([int(p) for p in pids.read_text().split()]), "a build process outlived the tool"
+    assert list(sim_dir.iterdir()) == [], "a half-built simulator was left in the cache"
+
+
+# ---- make test: a missing simulator fails, a plain pytest skips ----------------------------------
+
+
+@pytest.mark.parametrize("required, outcome", [("1", "1 failed"), ("", "1 skipped")])
+def test_a_missing_simulator_fails_under_make_test_and_skips_otherwise(tmp_path, required, outcome):
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path)
+    (tmp_path / "test_needs.py").write_text("from conftest import needs_icarus\n\n\n"
+                                            "@needs_icarus\ndef test_replay():\n    pass\n")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty), "CAPRA_REQUIRE_SIMULATORS": required,
+           "PYTHONPATH": f"{ROOT / 'tools'}:{ROOT / 'model'}"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfs", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert outcome in proc.stdout and "Icarus Verilog is not installed" in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode == (1 if required else 0)

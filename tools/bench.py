@@ -4,7 +4,8 @@
 Prints: simulated cycles per second in Icarus and in Verilator (the 32-step decode, with the
 testbench's per-program loading subtracted by timing an image of as many empty programs), the
 Python machine model's time per program, and for matmuls and softmaxes of a few sizes the
-cycles against the roofline bound max(words moved, MACs / 16).
+cycles against the roofline bound max(words moved, MACs / 16). A replay that does not PASS stops it
+with exit status 1: the speed of a wrong run is no figure.
 Usage: bench.py [--repeats N]"""
 
 from __future__ import annotations
@@ -32,18 +33,22 @@ from capra.graph import Graph  # noqa: E402
 from capra.machine import Counters, run_program  # noqa: E402
 
 
-def timed_run(sim, image: Path, extw: int) -> float:
+def timed_run(sim, image: Path, extw: int, programs: int) -> float:
+    """Seconds of one replay of an image of `programs` programs; a replay that does not pass stops
+    the benchmark with exit status 1 (a speed of a wrong run is no figure)."""
     t0 = time.perf_counter()
     rc, out = sim(hw.GA2_FILES, "ga2_tb", defines=(f"EXTW={extw}",), plusargs=(f"+PROG={image}",))
     elapsed = time.perf_counter() - t0
-    if "PASS" not in out:
-        raise SystemExit(f"benchmark replay did not pass:\n{out[-1500:]}")
+    replay = cli.replay_verdict(sim.__name__, rc, out, programs)
+    if not replay.passed:
+        print(f"bench.py: a benchmark replay did not pass: {'; '.join(replay.problems)}", file=sys.stderr)
+        raise SystemExit(cli.EXIT_FAIL)
     return elapsed
 
 
 def simulator_speed(repeats: int) -> None:
     print("== simulators and the machine model")
-    extw = ga2_progs.ext_words()
+    extw = cli.ext_words()
     _toks, records = decode.ChipHost(T.make_model("structured"), 32).generate(0, 32)
     recs = [ga2_progs.record(r.code, r.ext) for r in records]
     empty = [ga2_progs.record(asm.halt(), r.ext) for r in records]
@@ -53,9 +58,10 @@ def simulator_speed(repeats: int) -> None:
         ga2_progs.write_image(recs * copies, work / f"decode{copies}.hex")
         ga2_progs.write_image(empty * copies, work / f"empty{copies}.hex")
         cycles = copies * (sum(r.counters.cycles for r in records) - sum(e[-6] for e in empty))
-        timed_run(sim, work / f"empty{copies}.hex", extw)  # build once, outside the timing
-        full = statistics.median(timed_run(sim, work / f"decode{copies}.hex", extw) for _ in range(repeats))
-        base = statistics.median(timed_run(sim, work / f"empty{copies}.hex", extw) for _ in range(repeats))
+        n = len(records) * copies
+        timed_run(sim, work / f"empty{copies}.hex", extw, n)  # build once, outside the timing
+        full = statistics.median(timed_run(sim, work / f"decode{copies}.hex", extw, n) for _ in range(repeats))
+        base = statistics.median(timed_run(sim, work / f"empty{copies}.hex", extw, n) for _ in range(repeats))
         rate = cycles / max(full - base, 1e-9)
         print(f"  {name:10s} {copies:2d} x the 32-step decode ({cycles} cycles beyond empty programs, EXTW={extw}): "
               f"{full:6.2f} s, empty programs {base:5.2f} s: {rate:12,.0f} simulated cycles per second")
@@ -111,15 +117,16 @@ def kernels() -> None:
           f"{capra.compiler.CHUNK_WORDS} words in column chunks and runs each chunk's matmul while the next loads)")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--repeats", type=cli.int_range(1, 20), default=3,
                     help="runs per simulator timing, the median is printed (1..20, default 3)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    cli.ext_words()
     simulator_speed(args.repeats)
     kernels()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

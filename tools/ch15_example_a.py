@@ -17,7 +17,6 @@ frees they do not: python tools/ch15_selfcheck.py -q 3.)
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -100,11 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how to print the free list: sorted (as the book) or next-first (hand-out order)")
     show_free = FREE_ORDERS[ap.parse_args(argv).free_order]
     result = {"log": window_trace(show_free), "fork": fork_walk(show_free)}
-    out = ROOT / "out" / "ch15_example_a.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    cli.write_json(ROOT / "out" / "ch15_example_a.json", result)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

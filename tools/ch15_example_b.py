@@ -11,7 +11,6 @@ Usage: python tools/ch15_example_b.py
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -209,11 +208,9 @@ def json_keys(value):
 def main(argv: list[str] | None = None) -> int:
     cli.parser(__doc__).parse_args(argv)
     result = {**study_memory(), "share": study_sharing(), "win": study_window(), "serve": study_serving()}
-    out = ROOT / "out" / "ch15_example_b.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(json_keys(result), indent=1) + "\n")
+    cli.write_json(ROOT / "out" / "ch15_example_b.json", json_keys(result))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

@@ -12,6 +12,12 @@
 
 Example B's numbers come from out/ch15_example_b.json when present, else example B is run.
 
+Only a complete, passing run is plotted under the RTL's name: out/ch15_run.json must carry the
+"verdict": "PASS" that tools/ch15_run.py writes only when every replay and check passed, and hold
+a whole series of cycles for every window; a file that does not (an edited or truncated one, one
+from a failing run) is refused in one line (exit status 2), as is an example B file without every
+study. Each PNG is written to a temporary file and renamed, so a figure is never half-written.
+
 Usage: python tools/ch15_figures.py      (``make figures`` runs it)
 """
 
@@ -19,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import sys
 from pathlib import Path
@@ -41,6 +46,7 @@ OUT = TOOLS.parent / "out"
 sys.path.insert(0, str(TOOLS))
 sys.path.insert(0, str(TOOLS.parent / "model"))
 
+import ch15_run  # noqa: E402
 import paged_lm as PL  # noqa: E402
 import tiny_lm as T  # noqa: E402
 from capra import isa  # noqa: E402
@@ -51,7 +57,8 @@ RELEASED, HELD, FREE, WINDOW = "#dddddd", "#9ecae1", "#ffffff", "#fdae6b"
 
 def save(fig, name: str) -> Path:
     path = OUT / name
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    with cli.atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png")
     plt.close(fig)
     return path
 
@@ -110,15 +117,38 @@ def figure_block_table() -> Path:
 # ---- 15.2 ----------------------------------------------------------------------------------------
 
 
+def _numbers(value, n: int | None = None, positive: bool = False) -> bool:
+    """A list of n (any, if None) finite numbers, all > 0 if `positive` (JSON: no NaN, no bools)."""
+    return (isinstance(value, list) and (n is None or len(value) == n) and len(value) > 0
+            and all(isinstance(x, int | float) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+                    and (x > 0 or not positive) for x in value))
+
+
+def run_cycles(path: Path) -> dict[str, list[int]]:
+    """The cycles per step of a complete, passing tools/ch15_run.py run, or ToolError naming what
+    is wrong with the file."""
+    data = cli.read_json(path, "written by tools/ch15_run.py")
+    redo = "run `make sim` again (or delete the file to plot the machine model's counters)"
+    if not isinstance(data, dict) or data.get("verdict") != ch15_run.RUN_VERDICT:
+        raise cli.ToolError(f"{path} is not from a passing run of tools/ch15_run.py (no \"verdict\": "
+                            f"\"{ch15_run.RUN_VERDICT}\"): {redo}")
+    steps, cycles = data.get("steps"), data.get("cycles")
+    windows = [str(W) for W in ch15_run.WINDOWS]
+    if (steps != ch15_run.N_STEPS or not isinstance(cycles, dict) or sorted(cycles) != sorted(windows)
+            or not all(_numbers(cycles[W], steps, positive=True) and all(isinstance(c, int) for c in cycles[W])
+                       for W in windows)):
+        raise cli.ToolError(f"{path} does not hold {ch15_run.N_STEPS} positive integer cycle counts for each of "
+                            f"the windows {', '.join(windows)}: {redo}")
+    return {W: cycles[W] for W in windows}
+
+
 def cycles_per_step() -> tuple[dict[str, list[int]], str]:
-    path = OUT / "ch15_run.json"
-    if path.exists():
-        data = json.loads(path.read_text())
-        return data["cycles"], "RTL replay: Icarus = Verilator = machine model"
+    if ch15_run.RUN_JSON.exists():
+        return run_cycles(ch15_run.RUN_JSON), "RTL replay: Icarus = Verilator = machine model"
     m = T.make_model("structured")
     cycles = {}
-    for W in (None, 8, 4):
-        _, records = PL.PagedChip(m, 32, W).generate(0, 32)
+    for W in ch15_run.WINDOWS:
+        _, records = PL.PagedChip(m, ch15_run.N_STEPS, W).generate(0, ch15_run.N_STEPS)
         cycles[str(W)] = [r["counters"][0] for r in records]
     return cycles, "machine model, whose counters equal the RTL's"
 
@@ -132,8 +162,7 @@ def staircase_period(series: list[int]) -> int | None:
     return gaps.pop() if len(jumps) >= 3 and len(gaps) == 1 else None
 
 
-def figure_cycles() -> Path:
-    cycles, source = cycles_per_step()
+def figure_cycles(cycles: dict[str, list[int]], source: str) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for W, series in cycles.items():
         label = "no window" if W == "None" else f"window {W}"
@@ -204,6 +233,9 @@ def figure_window() -> Path:
 # ---- 15.4 - 15.7: example B ----------------------------------------------------------------------
 
 
+EXAMPLE_B_ROWS = {"paged": 3, "share": 3, "win": 3, "serve": 4}  # study -> numbers per entry
+
+
 def example_b() -> dict:
     path = OUT / "ch15_example_b.json"
     if not path.exists():
@@ -211,7 +243,13 @@ def example_b() -> dict:
 
         with contextlib.redirect_stdout(io.StringIO()):
             ch15_example_b.main([])
-    return json.loads(path.read_text())
+    b = cli.read_json(path, "written by tools/ch15_example_b.py")
+    complete = (isinstance(b, dict) and _numbers(b.get("contig"), 3, positive=True)
+                and all(isinstance(b.get(k), dict) and b[k] and all(_numbers(v, n) for v in b[k].values())
+                        for k, n in EXAMPLE_B_ROWS.items()))
+    if not complete:
+        raise cli.ToolError(f"{path} does not hold every study of example B: run tools/ch15_example_b.py again")
+    return b
 
 
 def figure_memory(b: dict) -> Path:
@@ -297,8 +335,9 @@ def figure_serving(b: dict) -> Path:
 def main(argv: list[str] | None = None) -> int:
     cli.parser(__doc__).parse_args(argv)
     OUT.mkdir(exist_ok=True)
-    b = example_b()
-    made = [figure_block_table(), figure_cycles(), figure_window(), figure_memory(b), figure_sharing(b),
+    b = example_b()  # both inputs checked before any figure is written
+    cycles, source = cycles_per_step()
+    made = [figure_block_table(), figure_cycles(cycles, source), figure_window(), figure_memory(b), figure_sharing(b),
             figure_accuracy(b), figure_serving(b)]
     for path in made:
         print("wrote", path.relative_to(TOOLS.parent))
@@ -306,4 +345,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

@@ -9,15 +9,15 @@ in use, the replays and a table of cycles per step with the totals, what one mor
 costs and what each window saves. Then a verdict: every check passed, every replay PASSed, both
 simulators printed identical counters (equal to the machine model's), windowed steps cost the
 same once the window is full, and the totals are ordered None > 8 > 4. Exits 1 if any of that
-fails. Writes the cycles per step to out/ch15_run.json (read by tools/ch15_figures.py) and the
-replay images to out/ch15_W<window>.hex.
+fails. Writes the replay images to out/ch15_W<window>.hex and, only when the verdict is PASS, the
+cycles per step to out/ch15_run.json (read by tools/ch15_figures.py; marked "verdict": "PASS"); a
+run that fails removes an earlier out/ch15_run.json, so no figure shows numbers this code did not
+pass with.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,43 +42,29 @@ N_STEPS = 32
 PAGE = 4
 WINDOWS = (None, 8, 4)
 TABLE_STEPS = (1, 4, 8, 9, 12, 16, 24, 32)
-SIMULATORS = (("Icarus", hw.sim_icarus), ("Verilator", hw.sim_verilator))
 OUT = Path(hw.ROOT) / "out"
 
 
-def verdict_line(output: str) -> str:
-    return ga2_progs.verdict_line(output)
-
-
-def parse_counters(output: str) -> list[list[int]]:
-    """The five counters of every program, in program order."""
-    found = ga2_progs.parse_counters(output)
-    return [found[i] for i in sorted(found)]
+RUN_JSON = OUT / "ch15_run.json"
+RUN_VERDICT = "PASS"  # out/ch15_run.json holds this verdict: written only by a run that passed
 
 
 def replay(W, records: list[dict]) -> tuple[list[list[int]] | None, list[str]]:
     """Replay one decode in both simulators; returns (counters, problems)."""
     image = OUT / f"ch15_W{W}.hex"
     ga2_progs.write_image([ga2_progs.record(r["code"], r["ext"]) for r in records], image)
-    counters: dict[str, list[list[int]]] = {}
+    replays = hw.replay(image, len(records), 8192)
     problems = []
-    for name, simulate in SIMULATORS:
-        try:
-            rc, output = simulate(hw.GA2_FILES, "ga2_tb", defines=("EXTW=8192", "DUMP"),
-                                  plusargs=(f"+PROG={image.relative_to(hw.ROOT)}",))
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:  # missing tool, failed build
-            rc, output = -1, f"FAIL: could not run {name}: " + " | ".join(str(error).strip().splitlines()[:3])
-        line = verdict_line(output)
-        print(f"  window {W!s:>4} {name:10s}{line} (exit {rc})")
-        counters[name] = parse_counters(output)
-        if not line.startswith("PASS") or rc != 0:
-            problems.append(f"window {W}: {name} did not pass")
+    for r in replays:
+        print(f"  window {W!s:>4} {r.simulator:10s}{r.line} (exit {r.rc})")
+        problems += [f"window {W}: {p}" for p in r.problems]
+    icarus, verilator = (r.counters for r in replays)
     machine = [r["counters"] for r in records]
-    if counters["Icarus"] != counters["Verilator"]:
+    if icarus != verilator:
         problems.append(f"window {W}: Icarus and Verilator printed different counters")
-    if counters["Icarus"] != machine:
+    if icarus != machine:
         problems.append(f"window {W}: the RTL counters differ from the machine model's")
-    return (counters["Icarus"] if not problems else None), problems
+    return (icarus if not problems else None), problems
 
 
 def section_checks() -> list[str]:
@@ -163,22 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     problems += found
     if len(cycles) == len(WINDOWS):
         problems += shape_problems(cycles)
-        OUT.mkdir(exist_ok=True)
-        result = {"steps": N_STEPS, "page": PAGE, "source": "RTL (Icarus == Verilator == machine model)",
-                  "cycles": {str(W): cycles[W] for W in WINDOWS},
-                  "pages": {str(W): [r["pages"] for r in decodes[W]] for W in WINDOWS}}
-        (OUT / "ch15_run.json").write_text(json.dumps(result, indent=1) + "\n")
     print()
     if problems:
-        print("VERDICT: FAIL")
-        for p in problems:
-            print("  -", p)
-        return 1
+        if RUN_JSON.exists():  # the figures must not show an earlier run's numbers as this code's
+            RUN_JSON.unlink()
+        return cli.finish(problems, checks=1, itemize=True)
+    cli.write_json(RUN_JSON, {"verdict": RUN_VERDICT, "steps": N_STEPS, "page": PAGE,
+                              "source": "RTL (Icarus == Verilator == machine model)",
+                              "cycles": {str(W): cycles[W] for W in WINDOWS},
+                              "pages": {str(W): [r["pages"] for r in decodes[W]] for W in WINDOWS}})
     flat = ", ".join(f"W={W} flat at {cycles[W][W - 1]} cycles from step {W}" for W in WINDOWS if W)
-    print(f"VERDICT: PASS (checks clean; 6 replays PASS with identical counters; {flat}; "
-          f"totals {' > '.join(str(sum(cycles[W])) for W in WINDOWS)})")
-    return 0
+    return cli.finish([], checks=sum(len(c) for c in cycles.values()), brackets=True,
+                      passed=f"checks clean; 6 replays PASS with identical counters; {flat}; "
+                             f"totals {' > '.join(str(sum(cycles[W])) for W in WINDOWS)}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

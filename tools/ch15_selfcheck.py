@@ -293,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = [n for n, ok in zip(numbers, results, strict=True) if not ok]
     if failed:
         print(f"questions {failed}: an answer disagrees with the chapter's arithmetic")
-        return 1
-    print(f"{len(results)} answers, every one agrees with the chapter's arithmetic")
-    return 0
+    else:
+        print(f"{len(results)} answers, every one agrees with the chapter's arithmetic")
+    return cli.finish([f"question {n} disagrees with the chapter's arithmetic" for n in failed],
+                      checks=len(results), passed=f"{len(results)} answers checked")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

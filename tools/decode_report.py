@@ -9,7 +9,8 @@ program for context min(L, W)), one line each, and the cost of one more token of
 the ideal: one K row and one V row to move, 2 x ceil(D / 4) words.
 
 Goals, checked: every step of every window at least 0.80 of its bound, one more token at most 1.25x
-the ideal. Exit status 0 when both hold, 1 when one does not, 2 for a bad argument.
+the ideal. Exit status 0 when both hold, 1 when one does not, 2 for a bad argument (fewer than 2
+steps, or more than the largest context the chip can run: found by compiling, see tools/limits.py).
 
 Usage: decode_report.py [--steps N] [--model structured|random]"""
 
@@ -23,6 +24,7 @@ os.environ.setdefault("GA2_EXT", "8192")
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / d) for d in ("model", "tools")]
 
 import cli  # noqa: E402
+import limits  # noqa: E402
 import paged_lm  # noqa: E402
 import tiny_lm as T  # noqa: E402
 from capra import isa  # noqa: E402
@@ -32,22 +34,28 @@ from capra.machine import Counters  # noqa: E402
 GOAL_EFFICIENCY = 0.80  # every step's bound / cycles
 GOAL_PER_TOKEN = 1.25   # one more token of context, against the ideal
 WINDOWS = (None, 8, 4)
+PAGE = 4  # rows per page, as in Chapter 15
 
 
 def decode(model: dict, steps: int, W: int | None) -> list[dict]:
-    """The records of one decode on the machine model (the Chapter 15 host, greedy from token 0)."""
-    _toks, records = paged_lm.PagedChip(model, steps, W).generate(0, steps)
+    """The records of one decode on the machine model (the Chapter 15 host, greedy from token 0),
+    with a page pool large enough for every step (the pages do not change the cycles)."""
+    n_pages = -(-steps // PAGE) + 1
+    _toks, records = paged_lm.PagedChip(model, steps, W, PAGE, n_pages).generate(0, steps)
     return records
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
-    ap.add_argument("--steps", type=cli.int_range(2, 32), default=32,
-                    help="decode steps, 2..32 (default 32: contexts 1..32)")
+    ap.add_argument("--steps", type=cli.at_least(2), default=32,
+                    help="decode steps, at least 2 (default 32: contexts 1..32); at most the largest context the "
+                         "chip can run")
     ap.add_argument("--model", choices=("structured", "random"), default="structured",
                     help="which tiny model (default structured)")
     args = ap.parse_args(argv)
+    cli.ext_words()
     model = T.make_model(args.model)
+    limits.check_context(ap, "--steps", args.steps, model)
 
     print(f"{'step':>4s} {'ctx':>4s} {'cycles':>7s} {'words':>6s} {'MACs':>6s} {'bound':>6s} {'eff':>6s} "
           f"{'+cycles':>8s} {'dma':>5s} {'mm':>5s} {'vec':>5s} {'stall':>5s}")
@@ -55,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     totals: dict[int | None, int] = {}
     per_token = 0.0
     for W in WINDOWS:
+        if args.steps > 64:
+            cli.note(f"decoding {args.steps} steps with window {W} on the machine model")
         records = decode(model, args.steps, W)
         prev = None
         worst[W] = 1.0
@@ -86,13 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         failed.append(f"a step at {low:.3f} of its bound (goal >= {GOAL_EFFICIENCY:.2f})")
     if ratio > GOAL_PER_TOKEN:
         failed.append(f"one more token at {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
-    if failed:
-        print("VERDICT: FAIL: " + "; ".join(failed))
-        return 1
-    print(f"VERDICT: PASS: every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
-          f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
-    return 0
+    return cli.finish(failed, checks=args.steps * len(WINDOWS),
+                      passed=f"every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
+                             f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

@@ -8,13 +8,13 @@ the number of programs first, then each record.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
+import cli  # noqa: E402
 from capra import isa  # noqa: E402
 from capra.compiler import ext_limit  # noqa: E402
 from capra.machine import run_program  # noqa: E402
@@ -23,20 +23,9 @@ REC_MAGIC = 0x52454321
 MASK = 0xFFFFFFFF
 
 
-COUNTERS_RE = re.compile(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
-
-
-def verdict_line(output: str) -> str:
-    """The testbench's verdict line (PASS / FAIL / MISMATCH), else the last lines it printed."""
-    for line in output.splitlines():
-        if line.startswith(("PASS", "FAIL", "MISMATCH")):
-            return line
-    return " | ".join(output.strip().splitlines()[-2:]) or "(no output)"
-
-
 def parse_counters(output: str) -> dict[int, list[int]]:
-    """Program index -> its five counters, from the testbench's DUMP lines."""
-    return {int(m.group(1)): [int(c) for c in m.groups()[1:]] for m in COUNTERS_RE.finditer(output)}
+    """Program index -> its five counters (``cli.parse_counters``: tools/cli.py judges replays)."""
+    return cli.parse_counters(output)
 
 
 def ext_words() -> int:
@@ -73,8 +62,7 @@ def image(records: Iterable[Sequence[int]]) -> list[int]:
 
 def write_words(words: Iterable[int], path: str | os.PathLike) -> None:
     """One 8-digit hex word per line, ending in a newline (Verilator needs the last one)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(f"{w & MASK:08x}\n" for w in words))
+    cli.write_text(path, "".join(f"{w & MASK:08x}\n" for w in words))  # atomic: no half-written image
 
 
 def write_image(records: Iterable[Sequence[int]], path: str | os.PathLike) -> list[int]:

@@ -46,20 +46,20 @@ def render() -> str:
     return HEADER + "".join(rows) + FOOTER
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--check", action="store_true", help="compare only; write nothing")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     path = ROOT / "rtl" / "exp_lut.v"
     text = render()
     if args.check:
         same = path.exists() and path.read_text() == text
         print("rtl/exp_lut.v is up to date" if same else "rtl/exp_lut.v differs from the model's table")
         return 0 if same else 1
-    path.write_text(text)
+    cli.write_text(path, text)  # atomic: a build never reads half a table
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

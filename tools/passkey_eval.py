@@ -6,47 +6,126 @@
 
 Prints one row per (context length, depth) with the 95% Wilson interval, the induction head's
 attention on the needle at each length (and at longer lengths than the full decode runs), and a
-verdict line against the >= 90% target. The exit code is 0 whichever way the verdict goes.
+verdict line against the >= 90% target. Exit status 0 when every cell reaches the target, 1 when
+one does not (the windowed-only control is expected to: that is what it shows), 2 for a bad
+argument: sizes are checked before any work, a context shorter than the needle and the question,
+longer than the cache can hold or than this machine's memory (estimated from the model's shapes: a
+window's rings and tables count too), more trials than there are distinct passkeys.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 
+import cli  # noqa: E402
+import numpy as np  # noqa: E402
+from generate import DEFAULT_GLOBAL_CAP_TOKENS  # noqa: E402
 from long_context import (  # noqa: E402
     CHANCE_ACCURACY,
     POSITIONS,
+    QUESTION,
     TARGET_ACCURACY,
     PasskeyEvaluator,
+    PasskeyTokenizer,
     needle_attention,
 )
-from mixed_lm import make_mixed_model  # noqa: E402
+from mixed_lm import ModelConfigError, make_mixed_model  # noqa: E402
+
+BATCH = 2  # prompts decoded together in a trial batch
+PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones
+GIB = 2**30
+
+
+def shortest_prompt() -> int:
+    """Tokens of the needle and the question: the shortest prompt that holds both."""
+    tok = PasskeyTokenizer()
+    return len(tok.split(PasskeyEvaluator.needle(0))) + len(tok.split(QUESTION))
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM in this machine, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_needed(model, length: int, batch: int, cached: bool, window: int) -> int:
+    """Bytes a run over a prompt of `length` tokens needs with a window of `window`, estimated from
+    the model's shapes: building the model (a positional table of `window` rows per rotary
+    frequency, three times over); per token and layer in flight the residual stream, q, the
+    attention output, k and v, twice (numpy's temporaries); with the cache also every global
+    layer's K and V row (with MixedKVCache's 1.5x growth slack) and every windowed layer's ring of
+    `window` rows."""
+    item = np.dtype(model.dtype).itemsize
+    build = 3 * window * (model.rotary_dims // 2) * 8
+    kv_row = 2 * model.n_kv_heads * model.head_dim * item
+    stream = (model.d_model + 2 * model.n_heads * model.head_dim) * item + kv_row
+    need = build + 2 * batch * length * stream
+    if cached:
+        n_global = sum(not layer.windowed for layer in model.layers)
+        n_windowed = model.n_layers - n_global
+        need += batch * (n_global * length * kv_row * 3 // 2 + n_windowed * window * kv_row)
+    return need
+
+
+def check_sizes(ap: cli.Parser, args, model) -> None:
+    """`model` gives the shapes (any window): the window is args.window."""
+    """Refuse, before any work, a size the cache, the model or this machine cannot take."""
+    answer = PasskeyEvaluator(model).max_new_tokens
+    cap = DEFAULT_GLOBAL_CAP_TOKENS - answer
+    memory = physical_memory()
+    need = memory_needed(model, 0, BATCH, True, args.window)
+    if memory is not None and need > memory:
+        ap.refuse("--window", f"{args.window} would need about {need / GIB:.1f} GiB for the model and its rings alone "
+                              f"(estimated from the model's shapes), more than this machine's {memory / GIB:.1f} GiB")
+    for argument, lengths, batch, cached in (("--context-lengths", args.context_lengths, BATCH, True),
+                                             ("--probe-lengths", args.probe_lengths, 1, False)):
+        for length in lengths:
+            if cached and length > cap:
+                ap.refuse(argument, f"{length} is past the cache's cap of {DEFAULT_GLOBAL_CAP_TOKENS} tokens "
+                                    f"(generate.DEFAULT_GLOBAL_CAP_TOKENS) less the {answer} the answer takes")
+            need = memory_needed(model, length, batch, cached, args.window)
+            if memory is not None and need > memory:
+                ap.refuse(argument, f"{length} tokens would need about {need / GIB:.1f} GiB (estimated from the "
+                                    f"model's shapes), more than this machine's {memory / GIB:.1f} GiB")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-trials", type=int, default=10, help="distinct passkeys per cell (default 10)")
-    parser.add_argument("--context-lengths", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096],
-                        help="prompt lengths in tokens (default 256 512 1024 2048 4096)")
+    shortest = shortest_prompt()
+    parser = cli.parser(__doc__)
+    parser.add_argument("--n-trials", type=cli.int_range(1, PASSKEYS), default=10,
+                        help=f"distinct passkeys per cell, 1..{PASSKEYS} (default 10)")
+    parser.add_argument("--context-lengths", type=cli.at_least(shortest), nargs="+",
+                        default=[256, 512, 1024, 2048, 4096], metavar="TOKENS",
+                        help=f"prompt lengths in tokens, at least {shortest} (the needle and the question) "
+                             "(default 256 512 1024 2048 4096)")
     parser.add_argument("--position", choices=[*POSITIONS, "all"], default="all",
                         help="needle depth (default: all three)")
-    parser.add_argument("--seed", type=int, default=42, help="base seed: passkeys use Random(seed + length)")
+    parser.add_argument("--seed", type=cli.int_range(0, 2**32 - 1), default=42,
+                        help="base seed: passkeys use Random(seed + length)")
     parser.add_argument("--model", choices=["mixed", "windowed"], default="mixed",
                         help="mixed: windowed/global alternating; windowed: every layer windowed")
-    parser.add_argument("--window", type=int, default=128, help="window of the windowed layers (default 128)")
-    parser.add_argument("--probe-lengths", type=int, nargs="*", default=[16384, 65536],
-                        help="extra lengths where only the induction head's attention is measured")
-    return parser.parse_args(argv)
+    parser.add_argument("--window", type=cli.at_least(1), default=128,
+                        help="window of the windowed layers (default 128); its rings must fit in memory")
+    parser.add_argument("--probe-lengths", type=cli.at_least(shortest), nargs="*", default=[16384, 65536],
+                        metavar="TOKENS", help="extra lengths where only the induction head's attention is measured")
+    args = parser.parse_args(argv)
+    check_sizes(parser, args, make_mixed_model(seed=0, kind=args.model))  # the shapes, before any large array
+    try:
+        model = make_mixed_model(seed=0, kind=args.model, window=args.window)
+    except ModelConfigError as error:
+        parser.refuse("--window", str(error))
+    return args, model
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    model = make_mixed_model(seed=0, kind=args.model, window=args.window)
+    args, model = parse_args(argv)
     evaluator = PasskeyEvaluator(model, base_seed=args.seed)
     positions = POSITIONS if args.position == "all" else (args.position,)
     kinds = ", ".join(model.layer_kinds)
@@ -60,7 +139,8 @@ def main(argv=None) -> int:
     for length in args.context_lengths:
         for position in positions:
             start = time.perf_counter()
-            result = evaluator.run_trials(length, args.n_trials, position)
+            progress = cli.Progress(f"context {length}, {position}: trials", args.n_trials)
+            result = evaluator.run_trials(length, args.n_trials, position, batch_size=BATCH, progress=progress.step)
             elapsed = time.perf_counter() - start
             results.append(result)
             interval = f"[{result.low:6.1%}, {result.high:6.1%}]"
@@ -76,15 +156,17 @@ def main(argv=None) -> int:
     print()
     worst = min(results, key=lambda r: (r.accuracy, r.low))
     lowest_bound = min(r.low for r in results)
-    if all(r.accuracy >= TARGET_ACCURACY for r in results):
+    failing = [f"{r.context_length}/{r.position}" for r in results if r.accuracy < TARGET_ACCURACY]
+    if not failing:
         print(f"verdict: PASS - accuracy >= {TARGET_ACCURACY:.0%} at every length and depth "
               f"(lowest {worst.accuracy:.1%}; lowest 95% bound {lowest_bound:.1%})")
     else:
-        failing = [f"{r.context_length}/{r.position}" for r in results if r.accuracy < TARGET_ACCURACY]
         print(f"verdict: BELOW TARGET - accuracy < {TARGET_ACCURACY:.0%} at {len(failing)} of {len(results)} cells "
               f"({', '.join(failing)}); lowest {worst.accuracy:.1%} at {worst.context_length}/{worst.position}")
-    return 0
+    problems = [f"accuracy below {TARGET_ACCURACY:.0%} at {len(failing)} of {len(results)} cells"] if failing else []
+    return cli.finish(problems, checks=sum(r.n_trials for r in results),
+                      passed=f"{sum(r.n_trials for r in results)} trials in {len(results)} cells")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

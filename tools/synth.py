@@ -142,7 +142,7 @@ class Children:
         """Run argv in the repo root with stdout and stderr to `log`; returns the exit code."""
         if self.stopping.is_set():
             raise Interrupted
-        with open(log, "wb") as out:
+        with open(log, "wb") as out:  # a streamed log the child writes as it runs, not an output
             proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         with self._lock:
             self._running.add(proc)
@@ -192,7 +192,7 @@ class Children:
 
 def tool_version(argv: list[str]) -> str:
     """First line of `tool --version` (used in the cache key)."""
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    out = cli.run_command(argv, timeout=60)
     text = (out.stdout + out.stderr).strip()
     return text.splitlines()[0] if text else "unknown"
 
@@ -244,7 +244,7 @@ def run_yosys(children: Children, script: str, workdir: Path, stage: str, timeou
               step: str) -> Path:
     """Run a Yosys script; returns its log. Raises StepFailed when Yosys fails or times out."""
     script_path = workdir / f"{stage}.ys"
-    script_path.write_text(script)
+    cli.write_text(script_path, script)
     log = workdir / f"{stage}.log"
     code = children.run(["yosys", "-s", str(script_path)], log, timeout, block, step)
     if code != 0:
@@ -542,7 +542,7 @@ def stand_in_netlist(children: Children, block: Block, options: Options, workdir
               block.name, "yosys elaborate")
     design = json.loads(hierarchy_json.read_text())
     stand_in_v = workdir / "stand_ins.v"
-    stand_in_v.write_text("\n".join(stand_in_verilog(m, design) for m in block.stand_ins))
+    cli.write_text(stand_in_v, "\n".join(stand_in_verilog(m, design) for m in block.stand_ins))
     files = [f for f in block.files if Path(f).stem not in block.stand_ins] + [str(stand_in_v)]
     params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     netlist_v = workdir / "netlist_stand_ins.v"
@@ -641,8 +641,11 @@ def cached_result(options: Options, block: Block, stage: str, fingerprint: dict)
     path = cache_path(options, block, stage)
     if options.no_cache or not path.exists():
         return None
-    entry = json.loads(path.read_text())
-    if entry.get("key") != cache_key(fingerprint):
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # an unreadable entry is a miss: the block is run again and the entry rewritten
+    if not isinstance(entry, dict) or entry.get("key") != cache_key(fingerprint) or "result" not in entry:
         return None
     for name, digest in entry.get("sources", {}).items():
         if not Path(name).exists() or sha256_file(Path(name)) != digest:
@@ -651,10 +654,8 @@ def cached_result(options: Options, block: Block, stage: str, fingerprint: dict)
 
 
 def store_result(options: Options, block: Block, stage: str, fingerprint: dict, sources: dict, result: dict) -> None:
-    path = cache_path(options, block, stage)
-    path.parent.mkdir(parents=True, exist_ok=True)
     entry = {"key": cache_key(fingerprint), "fingerprint": fingerprint, "sources": sources, "result": result}
-    path.write_text(json.dumps(entry, indent=1))
+    cli.write_json(cache_path(options, block, stage), entry)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -795,7 +796,7 @@ def synthesize(children: Children, block: Block, options: Options, workdir: Path
     if block.stand_ins:
         netlist_v = stand_in_netlist(children, block, options, workdir)
     wrapper_v, wrapper_json = workdir / "wrapper.v", workdir / "wrapper.json"
-    wrapper_v.write_text(wrapper_verilog(block, top_ports(design, block.top)))
+    cli.write_text(wrapper_v, wrapper_verilog(block, top_ports(design, block.top)))
     script = wrapper_script(block, options.device, netlist_v, wrapper_v, wrapper_json)
     run_yosys(children, script, workdir, "wrapper", options.timeout, block.name, "yosys wrapper")
     progress(f"{block.name}: place and route on the {options.device.label}")

@@ -45,8 +45,20 @@ from .quant import (
 
 
 def ext_limit() -> int:
-    """GA2_EXT, the external memory size in words (default 8192)."""
-    return int(os.environ.get("GA2_EXT", "8192"))
+    """GA2_EXT, the external memory size in words (default 8192): an integer 1 .. isa.MAX_EXTW.
+
+    Anything else is a CompileError naming the variable, so a typo in the environment is one clear
+    line rather than a traceback from int() or a size the 16-bit address fields cannot reach."""
+    text = os.environ.get("GA2_EXT", "8192")
+    try:
+        words = int(text)
+    except ValueError:
+        raise CompileError(f"GA2_EXT={text!r} is not an integer: the external memory size in words, "
+                           f"1..{isa.MAX_EXTW}") from None
+    if not 1 <= words <= isa.MAX_EXTW:
+        raise CompileError(f"GA2_EXT={words} is outside 1..{isa.MAX_EXTW} words (the 16-bit external "
+                           "address space)")
+    return words
 
 
 @dataclass
