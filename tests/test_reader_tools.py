@@ -193,7 +193,8 @@ def test_every_program_in_tools_is_covered_here():
     """A new tool joins these tests by being listed here (and gets --help and bad-input cases)."""
     assert PROGRAMS == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
                                "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "gather_bench",
-                               "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "synth", "waves"])
+                               "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "serve_run", "synth",
+                               "waves"])
 
 
 def out_state() -> dict[str, int]:
@@ -273,6 +274,9 @@ BAD_ARGUMENTS = [
     ("ch15_run", ["--steps", "8"], "--steps"),
     ("ch15_figures", ["--steps", "8"], "--steps"),
     ("kv_cache_benchmark", ["--quick", "3"], "3"),
+    ("serve_run", ["--requests", "8"], "--requests"),
+    ("serve_run", ["--pages", "0"], "--pages"),
+    ("serve_run", ["--replay", "some"], "--replay"),
     ("synth", ["--jobs", "0"], "--jobs"),
     ("synth", ["--timeout", "nan"], "--timeout"),
     ("synth", ["no_such_block"], "no_such_block"),

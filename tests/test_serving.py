@@ -159,7 +159,17 @@ def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_
             with pytest.raises(S.RequestRefused, match="pages at once"):
                 server.submit(r)
     problems = []
-    report = server.run(lambda srv, log: problems.extend(paged_tests.pool_invariants(srv.pool, str(len(srv.log)))))
+
+    def after(srv, log):
+        problems.extend(paged_tests.pool_invariants(srv.pool, str(len(srv.log))))
+        for run in srv.running:  # pages out of the window go back at once
+            keep = 0 if run.req.window is None else max(0, run.fed + 1 - run.req.window)
+            if srv.pool.dropped[run.req.rid] != keep // 4:
+                problems.append(f"step {len(srv.log)}: {run.req.rid} keeps pages before row {keep}")
+        wanted = {(r.prompt, r.window) for r in srv.queue}
+        problems.extend(f"prefix {key} kept for nobody" for key in srv.prefixes if key not in wanted)
+
+    report = server.run(after)
     assert not problems
     assert sorted(report.tokens) == sorted(r.rid for r in fits)  # none lost, none twice
     for r in fits:

@@ -24,12 +24,9 @@ over time). The last line is the verdict; the exit status is 0 only if every che
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import bootstrap
@@ -57,7 +54,6 @@ WINDOWS = (None, 8)
 PAGE = 4
 REPLAY_RUN = (4, 8)  # (B_max, window) replayed by default
 OUT = Path(hw.ROOT) / "out"
-SIMULATORS = (("Icarus", hw.sim_icarus), ("Verilator", hw.sim_verilator))
 
 
 def make_requests(n: int, seed: int, window: int | None) -> list[S.Request]:
@@ -122,26 +118,16 @@ def check_run(report: S.Report, reqs, solos: dict) -> list[str]:
 
 
 def replay(steps: list[S.StepLog], tag: str) -> list[str]:
-    """Every step of one run in both simulators; PASS and the machine model's counters, or problems."""
+    """Every step of one run in both simulators: each must PASS with the machine model's counters."""
     image = OUT / f"serve_{tag}.hex"
     ga2_progs.write_image([ga2_progs.record(s.code, s.ext) for s in steps], image)
     expected = [s.counters for s in steps]
-    problems, printed = [], {}
-    for name, simulate in SIMULATORS:
-        t0 = time.time()
-        try:
-            rc, output = simulate(hw.GA2_FILES, "ga2_tb", defines=("EXTW=8192", "DUMP"),
-                                  plusargs=(f"+PROG={image.relative_to(hw.ROOT)}",))
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
-            rc, output = -1, f"FAIL: could not run {name}: " + " | ".join(str(error).strip().splitlines()[:3])
-        line = ga2_progs.verdict_line(output)
-        found = ga2_progs.parse_counters(output)
-        printed[name] = [found[i] for i in sorted(found)]
-        print(f"  {tag} {name:10s}{line} (exit {rc}, {time.time() - t0:.1f} s)", flush=True)
-        if not line.startswith("PASS") or rc != 0:
-            problems.append(f"{tag}: {name} did not pass")
-        elif printed[name] != expected:
-            problems.append(f"{tag}: {name}'s counters differ from the machine model's")
+    problems = []
+    for r in hw.replay(image, len(steps), 8192):
+        print(f"  {tag} {r.simulator:10s}{r.line} (exit {r.rc}, {r.seconds:.1f} s)", flush=True)
+        problems += [f"{tag}: {p}" for p in r.problems]
+        if r.passed and r.counters != expected:
+            problems.append(f"{tag}: {r.simulator}'s counters differ from the machine model's")
     return problems
 
 
@@ -185,9 +171,8 @@ def figure(results: dict, pages_over_time: dict, path: Path) -> None:
     right.grid(alpha=0.3)
     right.legend()
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    with cli.atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
 
@@ -255,21 +240,15 @@ def main(argv: list[str] | None = None) -> int:
     data = {"requests": args.requests, "seed": args.seed, "pages": args.pages, "page": PAGE,
             "runs": [{"b_max": b, "window": W, **results[(b, W)]} for W in WINDOWS for b in B_MAXES],
             "replayed_steps": replayed, "verdict": "PASS" if not problems else "FAIL"}
-    tmp = OUT / "serve_run.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, OUT / "serve_run.json")
+    cli.write_json(OUT / "serve_run.json", data)
     print("  wrote out/serve_run.json and out/serve_run.png")
     print()
-    if problems:
-        print("VERDICT: FAIL")
-        for p in problems[:20]:
-            print("  -", p)
-        return 1
     best = max(results[(8, W)]["ratio"] for W in WINDOWS)
-    print(f"VERDICT: PASS ({2 * len(B_MAXES)} runs checked; {replayed} steps replayed in Icarus and Verilator with "
-          f"identical counters; B_max=8 gives up to {best:.2f}x the tokens per cycle of B_max=1)")
-    return 0
+    return cli.finish(problems, checks=len(results) + replayed, brackets=True, itemize=True,
+                      passed=f"{len(results)} runs checked; {replayed} steps replayed in Icarus and Verilator "
+                             f"with identical counters; B_max=8 gives up to {best:.2f}x the tokens per cycle "
+                             f"of B_max=1")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))
