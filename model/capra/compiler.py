@@ -443,9 +443,10 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
 
     Loaded tensors outside concats: from word 0 up, in load order (neighbours in the load order
     are neighbours in memory, so one transfer can bring several). Computed tensors: from the top
-    down. Concat regions: each at the start of a bank group nothing else uses, else after the
-    loaded tensors. A concat's inputs live inside the concat's region, a view of rows inside the
-    tensor it views."""
+    down. Concat regions: each at the start of a bank group nothing else uses, else after another
+    region, else after the loaded tensors; if that leaves one without room, all of them one after
+    another after the loaded tensors. A concat's inputs live inside the concat's region, a view of
+    rows inside the tensor it views."""
     inside = _concat_parents(graph)
     size = isa.SRAM_WORDS
     group = size // isa.SRAM_GROUPS
@@ -472,26 +473,21 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
                                    f"{low + size - high} words)")
         raise CompileError(f"graph {graph.name!r}: its loaded tensors need {low} words, beyond the SRAM "
                            f"of {size} words")
-    taken = [(0, low), (high, size)]
-
-    def free(lo: int, hi: int) -> bool:
-        return all(hi <= a or lo >= b for a, b in taken)
-
-    for name, node in graph.nodes.items():
-        if node.op != "concat" or name in inside:
-            continue
-        words = tensors[name].words
-        # a bank group of its own, else after another region (apart from the loaded tensors, whose
-        # banks the DMA keeps busy), else after the loaded tensors
-        starts = [g * group for g in range(isa.SRAM_GROUPS)] + sorted(b for _a, b in taken[2:]) + [low]
-        spot = next((a for a in starts if a + words <= size and free(a, a + words)), None)
-        if spot is None:
-            raise CompileError(f"concat {name!r}: no room for its {words} words in the scratchpad "
-                               f"({size} words, {low} loaded and {size - high} computed)")
+    regions = [name for name, node in graph.nodes.items() if node.op == "concat" and name not in inside]
+    spots = _place_regions([tensors[name].words for name in regions], low, high, size, group)
+    if spots is None:
+        # packed one after another after the loaded tensors: whether a graph fits then depends only
+        # on its total size, so a graph that fits stays fitting when any tensor shrinks
+        spots, cursor = [], low
+        for name in regions:
+            spots.append(cursor)
+            cursor += tensors[name].words
+        if cursor > high:
+            raise CompileError(f"graph {graph.name!r}: no room for its {len(regions)} concat regions "
+                               f"({cursor - low} words) in the scratchpad ({size} words, {low} loaded and "
+                               f"{size - high} computed)")
+    for name, spot in zip(regions, spots, strict=True):
         tensors[name].sram = spot
-        taken.append((spot, spot + words))
-        if spot == low:
-            low += words
 
     def resolve(name: str) -> int:
         parent, offset = inside[name]
@@ -511,6 +507,25 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
     for name, node in graph.nodes.items():
         if node.op == "rows":
             tensors[name].sram = view(name)
+
+
+def _place_regions(sizes: list[int], low: int, high: int, size: int, group: int) -> list[int] | None:
+    """Concat regions apart from the loaded tensors, whose banks the DMA keeps busy: each at the
+    start of a bank group nothing else uses, else right after another region, else after the
+    loaded tensors (first fit). None when first fit finds no room for one of them."""
+    taken = [(0, low), (high, size)]
+    spots = []
+    for words in sizes:
+        starts = [g * group for g in range(isa.SRAM_GROUPS)] + sorted(b for _a, b in taken[2:]) + [low]
+        spot = next((a for a in starts if a + words <= size and all(a + words <= x or a >= y for x, y in taken)),
+                    None)
+        if spot is None:
+            return None
+        spots.append(spot)
+        taken.append((spot, spot + words))
+        if spot == low:
+            low += words
+    return spots
 
 
 def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.ndarray],
@@ -710,8 +725,6 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
     """The outputs' STOREs: neighbours in both memories share one; each may go once the last
     compute node that writes it or reads any of its banks has run (a STORE reading a bank while
     compute reads it would share a read port). (after which node, first tensor, names, words)"""
-    index = {n.name: i for i, n in enumerate(compute)}
-    inside = _concat_parents(graph)
     reads: list[set[int]] = []
     for node in compute:
         banks = set()
@@ -731,11 +744,12 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
         first = tensors[names[0]]
         words = sum(tensors[n].words for n in names)
         banks = {isa.bank_of(w) for w in range(first.sram, first.sram + words)}
-        ready = max(index.get(n, -1) for n in names)
-        for n in names:  # a tensor inside a concat is also written when its region is
-            region = _region_of(inside, n)
-            if region is not None:
-                ready = max(ready, index.get(region, -1))
+        # the last compute node that writes any stored word: the output's own producer, the parts
+        # of a concat, the other parts of the region a tensor lives in
+        end = first.sram + words
+        ready = max([i for i, node in enumerate(compute)
+                     if tensors[node.name].sram < end and first.sram < tensors[node.name].sram
+                     + tensors[node.name].words], default=-1)
         last_reader = max([i for i, b in enumerate(reads) if b & banks], default=-1)
         plan.append((max(ready, last_reader), first, names, words))
     plan.sort(key=lambda p: p[0])
