@@ -82,7 +82,10 @@ def build_verilator(files: Iterable[str], top: str, defines: Sequence[str] = ())
     if not exe.exists():
         SIM_DIR.mkdir(parents=True, exist_ok=True)
         cmd = ["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
-               "-I" + str(INCLUDE_DIR), "-y", str(INCLUDE_DIR), "--Mdir", str(obj), "-o", f"V{top}", "-j", "2"]
+               "-I" + str(INCLUDE_DIR), "-y", str(INCLUDE_DIR), "--Mdir", str(obj), "-o", f"V{top}", "-j", "2",
+               # Verilator's runtime turns a string argument ($fopen's file name) into text in a 256-character
+               # stack buffer and overruns it on a longer one; room for ga2_tb's PATH_MAX + 1 characters
+               "-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040"]
         cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
         rc, log = _run(cmd, None)
         if rc != 0 or not exe.exists():
