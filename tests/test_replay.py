@@ -14,8 +14,10 @@ from pathlib import Path
 
 import ga2_progs
 import hw
+import numpy as np
 import pytest
-from capra import asm, isa
+import visibility
+from capra import asm, isa, machine
 from capra.randprog import EXTW, handwritten_programs, random_program
 from conftest import needs_icarus, needs_verilator
 from replay_util import counters, replay, run_file, seal, verdict
@@ -93,6 +95,60 @@ def test_latency_changes_the_cycles_not_the_results():
     fast, slow = (ga2_progs.record(code, ext, EXTW, lat) for lat in (0, 16))
     assert fast[:-6] == slow[:-6], "memory image and expectations must not depend on the latency"
     assert fast[-6] < slow[-6], "a slower memory must cost cycles"
+
+
+def test_random_programs_store_what_they_compute():
+    """Every word a compute instruction writes is stored to external memory before the program ends,
+    and every program computes some words that are not zero."""
+    for seed in range(N_RANDOM):
+        code, ext = random_program(seed)
+        mach = machine.Machine.with_ext(ext, EXTW)
+        unstored: set[int] = set()
+        computed = []
+        for pc in range(len(code) // 4):
+            ins = isa.Instr.decode(code[4 * pc : 4 * pc + 4])
+            if not mach.step(pc, ins):
+                break
+            if ins.op in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):
+                unstored |= mach.last_writes
+                computed += [int(mach.sram[w]) for w in mach.last_writes]
+            if ins.op == isa.OP_STORE:
+                stride = ins.e & 0xFFFF
+                unstored -= {ins.a + r * stride + c for r in range(ins.cnt) for c in range(ins.c)}
+        assert not unstored, f"random program {seed} never stores scratchpad words {sorted(unstored)[:8]}"
+        assert any(computed), f"random program {seed} computes only zeros"
+
+
+def test_a_replay_sees_at_least_95_percent_of_corrupted_computed_words():
+    """Corrupt, one at a time, each word a compute instruction writes in the random suite (in the
+    machine model): at least 95% of them must change what the replay compares."""
+    v = visibility.measure(N_RANDOM)
+    row = visibility.line("random programs", v, v)
+    assert sum(v.total.values()) > 2000, "the random programs should compute a lot"
+    assert v.percent() >= visibility.GOAL, row
+    assert all(v.percent(kind) >= 90 for kind in visibility.COMPUTE.values()), row
+
+
+def _round_negative_ties_down(acc, mult, shift):
+    """requantize with one bug: exact ties of negative values round down (-2.5 -> -3) instead of up."""
+    p = np.asarray(acc, dtype=object) * int(mult)
+    if shift > 0:
+        p = np.array([(int(x) + (1 << (shift - 1)) - (int(x) < 0)) >> shift for x in p.reshape(-1)],
+                     dtype=object).reshape(p.shape)
+    return np.clip(p.astype(np.int64), machine.INT8_MIN, machine.INT8_MAX)
+
+
+def test_the_suite_sees_a_rounding_error_at_negative_ties(suite, monkeypatch):
+    """The requant mutant that rounds negative exact ties the other way passed every replay: now
+    the hand-written ties program and several random programs record different memory under it."""
+    records, _expected = suite
+    halves = np.array([-3, -2, -1, 3])  # -1.5, -1, -0.5, 1.5 after a shift of 1
+    assert machine.requantize(halves, 1, 1).tolist() == [-1, -1, 0, 2]
+    assert _round_negative_ties_down(halves, 1, 1).tolist() == [-2, -1, -1, 2]
+    programs = [random_program(seed) for seed in range(N_RANDOM)] + [(c, e) for _n, c, e in handwritten_programs()]
+    monkeypatch.setattr(machine, "requantize", _round_negative_ties_down)
+    differ = [i for i, (code, ext) in enumerate(programs) if ga2_progs.record(code, ext, EXTW) != records[i]]
+    assert len(differ) >= 5 and len(programs) - 1 in differ, differ
 
 
 # ---- broken images: a named FAIL or MISMATCH, the same in both simulators --------------------------------
