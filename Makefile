@@ -7,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report tools synth-tools synth synth-check clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench soak waves ch12 report tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -79,8 +79,14 @@ bench: $(STAMP) tools
 	$(PY) tools/bench.py
 	$(PY) tools/gather_bench.py
 
+# N random programs through the machine model and both simulators, on both cores; resumable
+# (out/soak/state.json): make soak N=10000
+N ?= 1000
+soak: $(STAMP) tools
+	$(PY) tools/soak.py -n $(N)
+
 waves: $(STAMP) tools
 	$(PY) tools/waves.py
 
 clean:
-	rm -rf out/sim out/cocotb out/tests out/synth out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
+	rm -rf out/sim out/cocotb out/tests out/synth out/soak out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
