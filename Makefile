@@ -7,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures selfcheck bench waves ch12 report serve tools synth-tools synth synth-check clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench soak waves ch12 report serve tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -49,6 +49,8 @@ test: $(STAMP) tools
 
 lint: $(STAMP)
 	verilator --lint-only -Wall --default-language 1364-2005 -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
+	verilator --lint-only -Wall --timing --default-language 1364-2005 -Irtl -y rtl rtl/lint.vlt \
+	  tb/ga2_tb.v tb/extmem_rw.v --top-module ga2_tb
 	$(PY) -m ruff check model tools tests
 	$(PY) tools/gen_exp_lut.py --check
 
@@ -82,8 +84,14 @@ bench: $(STAMP) tools
 	$(PY) tools/bench.py
 	$(PY) tools/gather_bench.py
 
+# N random programs through the machine model and both simulators, on both cores; resumable
+# (out/soak/state.json): make soak N=10000
+N ?= 1000
+soak: $(STAMP) tools
+	$(PY) tools/soak.py -n $(N)
+
 waves: $(STAMP) tools
 	$(PY) tools/waves.py
 
 clean:
-	rm -rf out/sim out/cocotb out/tests out/synth out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
+	rm -rf out/sim out/cocotb out/tests out/synth out/soak out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis

@@ -533,6 +533,12 @@ RTL: list[Mutant] = [
     _rtl("requant.v", "prod <= {{18{acc_r[31]}}, acc_r} * $signed({34'd0, mult_r});",
          "prod <= {18'd0, acc_r} * $signed({34'd0, mult_r});",
          "requant zero-extends a negative accumulator", "requant"),
+    # no block bench: the replays alone must see it (they did not before the random programs used
+    # power-of-two multipliers with small shifts and the scratchpad was compared)
+    _rtl("requant.v", "sum <= prod + rnd_p;",
+         "sum <= prod + rnd_p - ((prod < 0 && shift_p != 6'd0) ? 50'sd1 : 50'sd0);",
+         "requant rounds exact ties of negative values down (-2.5 -> -3, not -2), judged by the replays alone",
+         None),
     _rtl("systolic.v", "prod <= $signed(a_q) * $signed(b_q);", "prod <= a_q * b_q;",
          "a PE multiplies unsigned (negative operands go wrong)", "systolic_n4"),
     _rtl("systolic.v", "acc_q <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};",

@@ -47,7 +47,9 @@ module extmem_rw #(
     // s-1 of pd (one spare stage on top keeps the shifts free of width casts). It moves only while
     // a read is in it.
     reg [PIPE:0]        pv;
-    reg [32*PIPE+31:0]  pd;
+    /* verilator lint_off UNUSEDSIGNAL */
+    reg [32*PIPE+31:0]  pd;  // the spare stage's word is shifted in and never read
+    /* verilator lint_on UNUSEDSIGNAL */
     wire                moving = take_read || (pv[PIPE-1:0] != {PIPE{1'b0}});
     always @(posedge clk) begin
         if (rst) pv <= {(PIPE+1){1'b0}};

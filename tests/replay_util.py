@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import ga2_progs
 import hw
 
 SIMULATORS = {"icarus": hw.sim_icarus, "verilator": hw.sim_verilator}
+TIMEOUT = 120  # seconds: a testbench that hangs on a bad image fails its test instead of hanging the suite
 
 
 def verdict(output: str) -> str:
@@ -20,10 +22,10 @@ def counters(output: str) -> dict[int, list[int]]:
     return ga2_progs.parse_counters(output)
 
 
-def run_file(sim: str, path, extw: int, extra_defines=()) -> tuple[int, str]:
+def run_file(sim: str, path, extw: int, extra_defines=(), timeout: float = TIMEOUT) -> tuple[int, str]:
     """Run the testbench on an image file as it is (which may be broken on purpose)."""
     defines = (f"EXTW={extw}", "DUMP", *extra_defines)
-    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",))
+    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",), timeout=timeout)
 
 
 def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -> tuple[int, str]:
@@ -35,3 +37,24 @@ def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -
     else:
         ga2_progs.write_words(words_or_records, path)
     return run_file(sim, path, extw, extra_defines)
+
+
+def crc32(words) -> int:
+    """CRC-32 of words, four bytes each, least significant first: written out byte by byte here
+    rather than with struct, a second spelling of what tools/ga2_progs.py does."""
+    return zlib.crc32(bytes(b for w in words for b in int(w).to_bytes(4, "little")))
+
+
+def seal(words: list[int]) -> list[int]:
+    """Recompute the CRC words of an edited image (header, then each record as far as the words go),
+    as a writer with a bug would produce them: the image is consistent, only its content is wrong."""
+    out = list(words)
+    out[3] = crc32(out[:3])
+    at = ga2_progs.IMG_HEADER
+    while at + ga2_progs.REC_HEADER <= len(out):
+        end = at + ga2_progs.REC_HEADER + sum(out[at + 1 : at + ga2_progs.REC_HEADER]) + ga2_progs.N_COUNTERS
+        if end >= len(out):
+            break
+        out[end] = crc32(out[:end])
+        at = end + 1
+    return out

@@ -193,8 +193,8 @@ def test_every_program_in_tools_is_covered_here():
     """A new tool joins these tests by being listed here (and gets --help and bad-input cases)."""
     assert PROGRAMS == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
                                "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "gather_bench",
-                               "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "serve_run", "synth",
-                               "waves"])
+                               "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "serve_run", "soak",
+                               "synth", "visibility", "waves"])
 
 
 def out_state() -> dict[str, int]:
@@ -277,6 +277,10 @@ BAD_ARGUMENTS = [
     ("serve_run", ["--requests", "8"], "--requests"),
     ("serve_run", ["--pages", "0"], "--pages"),
     ("serve_run", ["--replay", "some"], "--replay"),
+    ("soak", ["-n", "0"], "-n/--programs"),
+    ("soak", ["--batch", "many"], "--batch"),
+    ("visibility", ["--programs", "0"], "--programs"),
+    ("visibility", ["--min", "101"], "--min"),
     ("synth", ["--jobs", "0"], "--jobs"),
     ("synth", ["--timeout", "nan"], "--timeout"),
     ("synth", ["no_such_block"], "no_such_block"),

@@ -4,8 +4,9 @@
 Prints: simulated cycles per second in Icarus and in Verilator (the 32-step decode, with the
 testbench's per-program loading subtracted by timing an image of as many empty programs), the
 Python machine model's time per program, and for matmuls and softmaxes of a few sizes the
-cycles against the roofline bound max(words moved, MACs / 16). A replay that does not PASS stops it
-with exit status 1: the speed of a wrong run is no figure.
+cycles against the roofline bound max(words moved, MACs / 16); and how many of the words the random
+programs compute a replay would see wrong (tools/visibility.py). A replay that does not PASS stops
+it with exit status 1: the speed of a wrong run is no figure.
 Usage: bench.py [--repeats N]"""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import ga2_progs  # noqa: E402
 import hw  # noqa: E402
 import numpy as np  # noqa: E402
 import tiny_lm as T  # noqa: E402
+import visibility  # noqa: E402
 from capra import asm  # noqa: E402
 from capra.analysis import roofline  # noqa: E402
 from capra.graph import Graph  # noqa: E402
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.ext_words()
     simulator_speed(args.repeats)
     kernels()
+    visibility.report()
     return 0
 
 

@@ -236,6 +236,13 @@ PASS_COUNT_RE = re.compile(r"^PASS: (\d+) programs?\b")
 COUNTERS_RE = re.compile(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
 
 
+def verdict_text(output: str) -> str:
+    """The testbench's first verdict line (PASS / FAIL / MISMATCH), else the last lines it printed:
+    what a report shows. Whether a replay passed is ``replay_verdict``'s to judge."""
+    found = VERDICT_RE.search(output)
+    return found.group(0) if found else (" | ".join(output.strip().splitlines()[-2:]) or "(no output)")
+
+
 def parse_counters(output: str) -> dict[int, list[int]]:
     """Program index -> its five counters, from the testbench's COUNTERS lines (define DUMP)."""
     return {int(m.group(1)): [int(c) for c in m.groups()[1:]] for m in COUNTERS_RE.finditer(output)}

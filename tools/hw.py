@@ -52,8 +52,14 @@ def _abs(files: Iterable[str]) -> list[Path]:
     return [Path(f) if os.path.isabs(f) else Path(ROOT) / f for f in files]
 
 
+# Verilator's runtime turns a string argument ($fopen's file name) into text in a 256-character
+# stack buffer and overruns it on a longer one; room for ga2_tb's PATH_MAX + 1 characters.
+VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040")
+
+
 def _build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]) -> str:
-    h = hashlib.sha256(f"{kind}|{top}|{'|'.join(defines)}".encode())
+    flags = "|".join(VERILATOR_FLAGS) if kind == "verilator" else ""  # a flag change is a new build
+    h = hashlib.sha256(f"{kind}|{top}|{'|'.join(defines)}|{flags}".encode())
     for f in list(files) + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
         h.update(str(f).encode())
         h.update(f.read_bytes())
@@ -100,7 +106,7 @@ def build_verilator(files: Iterable[str], top: str, defines: Sequence[str] = ())
         try:
             cmd = ["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
                    "-I" + str(INCLUDE_DIR), "-y", str(INCLUDE_DIR), "--Mdir", str(work), "-o", f"V{top}",
-                   "-j", "2"]
+                   "-j", "2", *VERILATOR_FLAGS]
             cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
             rc, log = _run(cmd, None)
             if rc != 0 or not (work / f"V{top}").exists():

@@ -4,8 +4,10 @@ A program is grown one instruction at a time. Each candidate is tried on a copy 
 model that has run the program so far; candidates the model rejects (a race with the DMA, a bank
 port in use, a word read before it was written, an operand past the end of the scratchpad) are
 dropped, so every program produced is valid and exercises DMA/compute overlap wherever the model
-allows it. Results reach external memory through STOREs, because that is what the testbench
-compares (with all five counters).
+allows it. Every word a compute instruction writes is then stored to external memory, so the
+results reach it through the DMA too; the testbench compares the external memory, the scratchpad
+words the program wrote and all five counters (tools/visibility.py measures how much of what the
+programs compute a replay would see).
 """
 
 from __future__ import annotations
@@ -23,19 +25,26 @@ DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
 
 
 def _pick_qcfg(rng: random.Random, src) -> list[int]:
-    """Requantization settings biased towards useful ranges, with the extremes now and then."""
+    """Requantization settings biased towards useful ranges, with the extremes now and then, and
+    often power-of-two multipliers with small shifts: then exact ties of the rounding (a product
+    p with p mod 2^shift = 2^(shift-1)), negative ones included, are common and land inside int8,
+    so a rounding error shows in what the programs compute (random multipliers almost never tie)."""
     roll = rng.random()
     if roll < 0.1:
         return asm.qcfg(qa=rng.choice([0, 1, 0xFFFF]), qb=rng.choice([0, 1, 0xFFFF]),
                         shift=rng.choice([0, 1, isa.MAX_SHIFT]), bias=src(17))
+    if roll < 0.5:
+        a, b = rng.randrange(5), rng.randrange(5)
+        return asm.qcfg(qa=1 << a, qb=1 << b, shift=max(a, b) + rng.randint(1, 8), bias=src(17))
     return asm.qcfg(qa=rng.randrange(1, 1 << 16), qb=rng.randrange(0, 1 << 16),
                     shift=rng.randrange(8, 26), bias=src(17))
 
 
-def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[int]:
+def _candidate(rng: random.Random, written: np.ndarray, qbias: int, store_at) -> list[int]:
     """A random instruction. Operands are read mostly from spans of words the program wrote, so
     that the instruction is valid and a wrong result usually shows up in what the program stores;
-    matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1."""
+    matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1.
+    store_at(n) is where a STORE spanning n external words goes."""
     live = np.flatnonzero(written)
 
     def sram() -> int:
@@ -59,8 +68,9 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[
     if kind == "store":
         rows, cols = rng.randint(1, 3), rng.randint(1, 24)
         stride = cols + rng.choice([0, 0, rng.randint(1, 3)])
-        return asm.store(src((rows - 1) * stride + cols), rng.randrange(DATA_WORDS, EXTW - 100), rows, cols,
-                         ext_stride=cols + rng.randint(0, 3), sram_stride=stride)
+        ext_stride = cols + rng.randint(0, 3)
+        return asm.store(src((rows - 1) * stride + cols), store_at((rows - 1) * ext_stride + cols), rows, cols,
+                         ext_stride=ext_stride, sram_stride=stride)
     if kind == "wait":
         return asm.wait(rng.randrange(isa.DMA_QUEUE))
     if kind == "qcfg":
@@ -93,7 +103,9 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int = 0) -> list[
 
 
 def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATENCY) -> tuple[list[int], list[int]]:
-    """A valid random program of about `length` instructions and its external memory image."""
+    """A valid random program of about `length` instructions and its external memory image; it
+    grows on until a compute instruction has written a word that is not zero (a program that
+    computes only zeros, say with a multiplier of 0, would show few errors)."""
     rng = random.Random(seed)
     ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
     mach = Machine.with_ext(ext, EXTW, ext_latency=ext_latency)
@@ -115,19 +127,47 @@ def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATEN
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
     accept(asm.wait())
     accept(asm.load(rng.randrange(1024, 3400), rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
-    attempts = 0
-    while len(code) < length * isa.WORDS_PER_INSTR and attempts < 50 * length:
+    results = DATA_WORDS + rng.randrange(16)  # where the next STORE goes
+
+    def store_at(span: int) -> int:
+        """Each STORE after the one before (from the start of the space above the data again when
+        it is full), so later STOREs do not overwrite the results the earlier ones keep."""
+        nonlocal results
+        if results + span > EXTW:
+            results = DATA_WORDS + rng.randrange(16)
+        at, results = results, results + span + rng.randint(0, 3)
+        return at
+
+    attempts = grown = 0
+    nonzero = False  # has a compute instruction written a word that is not zero?
+    while (grown < length or not nonzero) and attempts < 50 * length:
         attempts += 1
-        words = _candidate(rng, mach.written, mach.qbias)
-        if accept(words) and words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX) and rng.random() < 0.7:
-            # make the result visible: store a run of the words it just wrote
-            written = sorted(mach.last_writes)
-            run = 1
-            while run < min(24, len(written)) and written[run] == written[0] + run:
-                run += 1
-            accept(asm.store(written[0], rng.randrange(DATA_WORDS, EXTW - 40), 1, rng.randint(1, run)))
+        words = _candidate(rng, mach.written, mach.qbias, store_at)
+        if accept(words):
+            grown += 1
+            if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):
+                nonzero = nonzero or bool(mach.sram[sorted(mach.last_writes)].any())
+                # store everything it computed, so the external memory holds every result too
+                for sram, rows, cols, stride in _stores_for(sorted(mach.last_writes)):
+                    accept(asm.store(sram, store_at(rows * cols), rows, cols, ext_stride=cols, sram_stride=stride))
     code += asm.halt()
     return code, ext
+
+
+def _stores_for(words: list[int]) -> list[tuple[int, int, int, int]]:
+    """STOREs (sram address, rows, words per row, sram row stride) that read exactly `words`
+    (ascending): one strided STORE when the words form equal runs at a constant spacing (the
+    rows of a matmul's output, a column window of them), else one STORE per run."""
+    runs: list[list[int]] = []
+    for w in words:
+        if runs and w == runs[-1][0] + runs[-1][1]:
+            runs[-1][1] += 1
+        else:
+            runs.append([w, 1])
+    spacing = {b[0] - a[0] for a, b in zip(runs, runs[1:])}
+    if len({n for _s, n in runs}) == 1 and len(spacing) <= 1:
+        return [(runs[0][0], len(runs), runs[0][1], spacing.pop() if spacing else runs[0][1])]
+    return [(start, 1, n, n) for start, n in runs]
 
 
 def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
@@ -165,5 +205,9 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
          + asm.store(1400, 700, 1, 1) + asm.halt(), ext),
         ("nine rows: three batch tiles", asm.load(0, 0, 1, 200) + asm.wait() + asm.qcfg(qa=77, shift=10)
          + asm.mm(0, 60, 400, 9, 21, 6, out8=True) + asm.store(400, 900, 1, 18) + asm.halt(), ext),
+        ("requantization at exact ties, half of them negative (rounding is half up: -2.5 -> -2)",
+         asm.load(0, 0, 1, 33) + asm.wait() + asm.qcfg(qa=1, qb=1, shift=1)
+         + asm.vec(isa.VEC_ADD, 0, 100, 64, b=17) + asm.qcfg(qa=3, qb=1, shift=2)
+         + asm.vec(isa.VEC_ADD, 0, 116, 64, b=17) + asm.store(100, 800, 1, 32) + asm.halt(), ext),
     ]
     return progs
