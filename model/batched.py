@@ -148,15 +148,15 @@ class BatchPrograms:
         missing = [g for g in GROUPS if g not in ranges]
         if missing:
             raise ValueError(f"ranges lack the groups {missing}: every tensor needs one fixed scale")
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity={capacity!r}: it must be an integer >= 1")
         self.m = m
         self.ranges = dict(ranges)
         self.capacity = capacity
         self.cache: OrderedDict[tuple[int, ...], C.Program] = OrderedDict()
         self.compiled = 0
         self.seen: set[tuple[int, ...]] = set()
-        self.refused: dict[tuple[int, ...], str] = {}
+        self.refused: OrderedDict[tuple[int, ...], str] = OrderedDict()  # as bounded as the cache
 
     @property
     def distinct(self) -> int:
@@ -176,6 +176,8 @@ class BatchPrograms:
             P = C.compile_graph(g, [zeros], ranges=self.ranges)
         except C.CompileError as error:
             self.refused[key] = str(error)
+            if len(self.refused) > self.capacity:
+                self.refused.popitem(last=False)
             raise
         self.compiled += 1
         self.cache[key] = P
@@ -184,10 +186,12 @@ class BatchPrograms:
         return P
 
     def fits(self, contexts: Iterable[int]) -> str | None:
-        """None if a batch with these contexts compiles for GA2, else the compiler's reason."""
+        """None if a batch with these contexts compiles for GA2, else the reason it does not (the
+        compiler's, or what is wrong with the contexts). A batch that fits keeps fitting when any of
+        its contexts shrinks (the compiler's placement guarantees it; the tests check it)."""
         try:
             self.program(sorted(contexts, reverse=True))
-        except C.CompileError as error:
+        except (C.CompileError, ValueError, TypeError) as error:
             return str(error)
         return None
 
@@ -201,6 +205,13 @@ class BatchPrograms:
         """
         if len(tokens) != len(caches) or not tokens:
             raise ValueError(f"a batch of {len(tokens)} tokens and {len(caches)} caches")
+        for i, t in enumerate(tokens):
+            if isinstance(t, bool) or not isinstance(t, int | np.integer) or not 0 <= t < T.V:
+                raise ValueError(f"slot {i}: token {t!r} is not a token 0..{T.V - 1}")
+        for i, (kc, vc) in enumerate(caches):
+            kc, vc = np.shape(kc), np.shape(vc)
+            if kc != vc or len(kc) != 2 or (kc[0] and kc[1] != T.D):
+                raise ValueError(f"slot {i}: cached rows of shapes {kc} and {vc}; both must be (n, {T.D})")
         contexts = [len(kc) + 1 for kc, _vc in caches]
         order = sorted(range(len(tokens)), key=lambda i: -contexts[i])  # stable: ties keep slot order
         key = tuple(contexts[i] for i in order)

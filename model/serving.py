@@ -31,6 +31,7 @@ its program's code, memory image and counters (for the RTL replay), and the page
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Hashable, Iterable, Sequence
@@ -83,12 +84,27 @@ class Request:
         return context_size(self.rows, self.window)
 
 
+def integer(value, what: str, low: int, error: type[Exception] = ValueError) -> int:
+    """`value` as an int >= low (numpy integers too; a bool, a float or a string is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise error(f"{what}={value!r}: it must be an integer >= {low}")
+    return int(value)
+
+
+@functools.lru_cache(maxsize=4096)
 def pages_needed(rows: int, W: int | None, page: int) -> int:
     """The most pages a block table holds at once while `rows` rows are appended with window W
-    (after each append, pages wholly before row L + 1 - W are released)."""
+    (after each append, pages wholly before row L + 1 - W are released).
+
+    With a window, the pages held after the append of row L are ceil(L / page) minus the pages
+    released, floor((L - W) / page): from L = W on that repeats every `page` rows, so the rows up
+    to W + 2 * page show the most (a request of a billion tokens is checked as fast as a short one).
+    """
+    if W is None:
+        return -(-rows // page)
     most = 0
     dropped = 0
-    for L in range(1, rows + 1):
+    for L in range(1, min(rows, W + 2 * page) + 1):
         most = max(most, -(-L // page) - dropped)  # after the append, before the trim
         keep = 0 if W is None else max(0, L + 1 - W)
         dropped = max(dropped, keep // page)
@@ -107,7 +123,8 @@ class _Running:
 
 @dataclass
 class StepLog:
-    """One batched step: who ran, its program's key, code, image and counters, pages after it."""
+    """One batched step: who ran, its program's key, code and image (with keep_images), counters,
+    roofline bound and the pages in use after it."""
 
     clock: int
     rids: list
@@ -126,6 +143,7 @@ class Report:
     steps: list[StepLog]
     admitted: dict  # rid -> clock it joined
     finished: dict  # rid -> clock it left
+    finish_order: list  # rids in the order they left (each once)
     forked: set  # requests that started from a shared prompt's rows
     peak_pages: int
     distinct_programs: int
@@ -152,20 +170,26 @@ class Server:
     programs a BatchPrograms to share compiled programs between servers (else one is built,
              calibrated for `steps` tokens with every window)
     check    also compute every step's integer semantics in numpy and compare with the machine
+    keep_images  keep every step's code and memory image in its StepLog (for an RTL replay)
     """
 
     def __init__(self, m: dict, b_max: int, n_pages: int = 64, page: int = 4,
                  windows: Iterable[int | None] = (None,), steps: int = 32,
-                 programs: batched.BatchPrograms | None = None, check: bool = False) -> None:
-        if not isinstance(b_max, int) or b_max < 1:
-            raise ValueError(f"b_max must be an int >= 1, got {b_max!r}")
-        if not isinstance(n_pages, int) or not isinstance(page, int) or n_pages < 1 or page < 1:
-            raise ValueError(f"the pool needs n_pages >= 1 and page >= 1, got n_pages={n_pages!r}, page={page!r}")
-        self.windows = tuple(windows)
-        for W in self.windows:
-            if W is not None and (not isinstance(W, int) or W < 1):
-                raise ValueError(f"window {W!r} is not None or an int >= 1")
+                 programs: batched.BatchPrograms | None = None, check: bool = False,
+                 keep_images: bool = False) -> None:
+        b_max = integer(b_max, "b_max", 1)
+        n_pages = integer(n_pages, "n_pages", 1)
+        page = integer(page, "page", 1)
+        steps = integer(steps, "steps", 1)
+        if isinstance(windows, str | bytes) or not isinstance(windows, Iterable):
+            raise ValueError(f"windows={windows!r}: give a list of windows (None or integers >= 1)")
+        self.windows = tuple(None if W is None else integer(W, "window", 1) for W in windows)
+        if not self.windows:
+            raise ValueError("windows=(): a server needs at least one window a request may ask for (None: no window)")
+        if programs is not None and not isinstance(programs, batched.BatchPrograms):
+            raise ValueError(f"programs={programs!r}: give a batched.BatchPrograms or None")
         self.m = m
+        self.keep_images = keep_images
         self.check = check
         self.b_max = b_max
         self.page = page
@@ -181,24 +205,34 @@ class Server:
         self.done: dict = {}
         self.admitted: dict = {}
         self.finished: dict = {}
+        self.finish_order: list = []  # every request that left, in order: each exactly once
         self.forked: set = set()
         self.peak = 0
 
     # -- submission ------------------------------------------------------------------------------
 
     def submit(self, req: Request) -> None:
-        """Queue a request, or refuse it (nothing changes) if it is malformed or could never run."""
+        """Queue a request, or refuse it (nothing changes) if it is malformed or could never run.
+
+        Integers may be numpy integers (they are stored as ints); a bool or a float is refused."""
+        if not isinstance(req, Request):
+            raise RequestRefused(f"submit takes a Request, got {type(req).__name__}")
+        try:
+            hash(req.rid)
+        except TypeError:
+            raise RequestRefused(f"request id {req.rid!r} cannot be a key (it is not hashable)") from None
         if req.rid in self.submitted:
             raise DuplicateRequest(f"request {req.rid!r} was already submitted")
+        what = f"request {req.rid!r}"
         if not isinstance(req.prompt, tuple) or not req.prompt:
-            raise RequestRefused(f"request {req.rid!r}: the prompt must be a non-empty tuple of tokens")
-        for t in req.prompt:
-            if not isinstance(t, int | np.integer) or not 0 <= t < T.V:
-                raise RequestRefused(f"request {req.rid!r}: prompt token {t!r} is not a token 0..{T.V - 1}")
-        if not isinstance(req.n_new, int) or req.n_new < 1:
-            raise RequestRefused(f"request {req.rid!r}: n_new={req.n_new!r}, it must be an int >= 1")
-        if not isinstance(req.arrival, int) or req.arrival < 0:
-            raise RequestRefused(f"request {req.rid!r}: arrival={req.arrival!r}, it must be an int >= 0")
+            raise RequestRefused(f"{what}: the prompt must be a non-empty tuple of tokens, got {req.prompt!r}")
+        prompt = tuple(integer(t, f"{what}: prompt token", 0, RequestRefused) for t in req.prompt)
+        if max(prompt) >= T.V:
+            raise RequestRefused(f"{what}: prompt token {max(prompt)} is not a token 0..{T.V - 1}")
+        n_new = integer(req.n_new, f"{what}: n_new", 1, RequestRefused)
+        arrival = integer(req.arrival, f"{what}: arrival", 0, RequestRefused)
+        window = None if req.window is None else integer(req.window, f"{what}: window", 1, UnknownWindow)
+        req = Request(req.rid, prompt, n_new, window, arrival)
         if req.window not in self.windows:
             raise UnknownWindow(f"request {req.rid!r}: window {req.window!r} is not one of this server's "
                                 f"{list(self.windows)}")
@@ -228,12 +262,28 @@ class Server:
             contexts = [r.req.max_context for r in self.running] + [req.max_context]
             if self.programs.fits(contexts) is not None:
                 return  # the batch would not fit the scratchpad: wait for a request to leave
-            while self._reserved() + need > len(self.pool.ref) and self._drop_prefix(keep=req):
+            key = (req.prompt, req.window)
+            while not self._room(req, need) and self._drop_prefix(keep=key):
                 pass
-            if self._reserved() + need > len(self.pool.ref):
+            if not self._room(req, need) and key in self.prefixes:
+                self._release_prefix(key)  # its own prefix, last: it will feed its prompt itself
+            if not self._room(req, need):
                 return  # wait for pages
             self.queue.pop(0)
             self._start(req, need)
+
+    def _room(self, req: Request, need: int) -> bool:
+        """Whether the pool covers req's reservation. A prefix that only req still wants hands its
+        pages to req (req forks it and it is released at once), so they are not counted twice."""
+        key = (req.prompt, req.window)
+        handed = 0
+        if key in self.prefixes and not any((r.prompt, r.window) == key for r in self.queue[1:]):
+            handed = self.prefixes[key][2]
+        return self._reserved() - handed + need <= len(self.pool.ref)
+
+    def _release_prefix(self, key: tuple) -> None:
+        self.pool.release(("prefix", key))
+        del self.prefixes[key]
 
     def _start(self, req: Request, need: int) -> None:
         run = _Running(req, reserved=need)
@@ -254,20 +304,18 @@ class Server:
         if len(run.tokens) == req.n_new:  # its one token came with the prefix
             self._finish(run)
 
-    def _drop_prefix(self, keep: Request) -> bool:
-        """Release one prefix that `keep` cannot use (the oldest); False if there is none."""
+    def _drop_prefix(self, keep: tuple) -> bool:
+        """Release the oldest prefix other than `keep`; False if there is none."""
         for key in self.prefixes:
-            if key != (keep.prompt, keep.window):
-                self.pool.release(("prefix", key))
-                del self.prefixes[key]
+            if key != keep:
+                self._release_prefix(key)
                 return True
         return False
 
     def _drop_unneeded_prefixes(self) -> None:
         wanted = {(r.prompt, r.window) for r in self.queue}
         for key in [k for k in self.prefixes if k not in wanted]:
-            self.pool.release(("prefix", key))
-            del self.prefixes[key]
+            self._release_prefix(key)
 
     def _keep_prefix(self, run: _Running) -> None:
         """After `run` fed its whole prompt: keep its rows for a waiting request with that prompt."""
@@ -287,6 +335,7 @@ class Server:
         self.pool.release(run.req.rid)
         self.done[run.req.rid] = run
         self.finished[run.req.rid] = self.clock
+        self.finish_order.append(run.req.rid)
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -318,8 +367,9 @@ class Server:
                 self._keep_prefix(run)
         self.peak = max(self.peak, self.pool.used())
         self.clock += result.counters[0]
-        entry = StepLog(self.clock, [r.req.rid for r in batch], result.key, result.code, result.ext,
-                        result.counters, result.bound, self.pool.used())
+        keep = self.keep_images
+        entry = StepLog(self.clock, [r.req.rid for r in batch], result.key, result.code if keep else [],
+                        result.ext if keep else [], result.counters, result.bound, self.pool.used())
         for run in batch:
             if len(run.tokens) == run.req.n_new:
                 self._finish(run)
@@ -345,6 +395,7 @@ class Server:
         return Report(tokens={rid: r.tokens for rid, r in self.done.items()},
                       logits={rid: r.logits for rid, r in self.done.items()},
                       steps=self.log, admitted=dict(self.admitted), finished=dict(self.finished),
+                      finish_order=list(self.finish_order),
                       forked=set(self.forked), peak_pages=self.peak,
                       distinct_programs=len({s.key for s in self.log}))
 

@@ -85,7 +85,8 @@ def test_rows_view_errors():
 # ---- batch programs ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("contexts", [(1,), (3, 1), (8, 8, 8, 8), (9, 1, 5, 2, 7, 3, 4, 6, 2)])
+@pytest.mark.parametrize("contexts", [(1,), (3, 1), (2, 6, 2), (8, 8, 8, 8), (1, 1, 12, 4, 3), (5, 9, 2, 2, 7, 1),
+                                      (4, 4, 4, 1, 1, 6, 10), (8, 7, 6, 5, 4, 3, 2, 1), (9, 1, 5, 2, 7, 3, 4, 6, 2)])
 def test_each_request_in_a_batch_gets_exactly_its_batch_of_one(random_model, contexts):
     m, progs = random_model
     rng = np.random.default_rng(len(contexts))
@@ -115,6 +116,19 @@ def test_batch_program_is_close_to_the_float_model(random_model):
         assert np.max(np.abs(got - np.asarray(want))) < 0.1 * np.max(np.abs(want)) + 4 * scale
 
 
+@given(contexts=st.lists(st.integers(1, 200), min_size=1, max_size=8), which=st.integers(0, 7),
+       smaller=st.integers(1, 200))
+def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, contexts, which, smaller):
+    """What admission relies on: it checks each request at its longest context, and every step
+    after runs a batch whose contexts are each no longer."""
+    _m, progs = structured
+    if progs.fits(contexts) is not None:
+        return
+    shrunk = list(contexts)
+    shrunk[which % len(shrunk)] = min(smaller, shrunk[which % len(shrunk)])
+    assert progs.fits(shrunk) is None
+
+
 def test_programs_are_cached_and_bounded(structured):
     m, _ = structured
     progs = BA.BatchPrograms(m, BA.calibrate_ranges(m, 4, (None,)), capacity=2)
@@ -122,6 +136,13 @@ def test_programs_are_cached_and_bounded(structured):
         progs.program(key)
     assert progs.compiled == 3 and list(progs.cache) == [(1,), (3,)]
     assert progs.fits([4000]) is not None  # a context no scratchpad holds
+    assert "at least one request" in progs.fits([]) and "not an int" in progs.fits([2.5])
+    with pytest.raises(ValueError, match="token 16"):
+        progs.run([16], [(np.zeros((0, T.D)), np.zeros((0, T.D)))])
+    with pytest.raises(ValueError, match="shapes"):
+        progs.run([1], [(np.zeros(T.D), np.zeros(T.D))])
+    with pytest.raises(ValueError, match="capacity"):
+        BA.BatchPrograms(m, progs.ranges, capacity="3")
     with pytest.raises(ValueError, match="lack the groups"):
         BA.BatchPrograms(m, {"x": 1.0})
 
@@ -200,6 +221,17 @@ def test_a_shared_prompt_is_forked_and_copied_on_write(structured):
     assert sum("late" in s.rids for s in server.log) == 5 - 1
 
 
+def test_a_prefix_only_the_head_wants_does_not_block_it(structured):
+    """The head's own prefix and its reservation cover the same pages: counting both deadlocked a
+    pool of 6 pages (2 for the prefix + 5 reserved > 6) with nothing running."""
+    m, progs = structured
+    prompt = (1, 2, 3, 4, 5)
+    reqs = [S.Request("A", prompt, 3, None, 0), S.Request("B", prompt, 13, None, 0)]
+    server, problems = _run(m, progs, reqs, 1, 6)
+    assert not problems and server.finish_order == ["A", "B"] and server.forked == {"B"}
+    assert server.done["B"].tokens == S.decode_alone(reqs[1], progs)[0]
+
+
 def test_admission_waits_for_pages_and_loses_nothing(structured):
     m, progs = structured
     reqs = [S.Request(i, (i,), 20, None, 0) for i in range(4)]  # 20 rows: 5 pages each
@@ -232,6 +264,13 @@ def test_admission_asks_the_compiler_about_the_scratchpad(structured):
     (lambda: S.Request("g", (1,), 3, None, -4), S.RequestRefused, "arrival=-4"),
     (lambda: S.Request("h", (1,), 200), S.RequestRefused, "pages at once"),
     (lambda: S.Request("i", (1,), 2000, 8), S.RequestRefused, r"needs 3 pages|does not fit"),
+    (lambda: S.Request("j", (1,), True), S.RequestRefused, "n_new=True"),
+    (lambda: S.Request("k", (1,), 3, None, 2.0), S.RequestRefused, "arrival=2.0"),
+    (lambda: S.Request("l", (True,), 3), S.RequestRefused, "prompt token=True"),
+    (lambda: S.Request("m", [1, 2], 3), S.RequestRefused, "non-empty tuple"),
+    (lambda: S.Request("n", (1,), 3, 8.0), S.UnknownWindow, "window=8.0"),
+    (lambda: S.Request(["o"], (1,), 3), S.RequestRefused, "not hashable"),
+    (lambda: ("p", (1,), 3), S.RequestRefused, "takes a Request"),
 ])
 def test_bad_requests_are_refused_and_change_nothing(structured, make, error, match):
     m, progs = structured
@@ -253,14 +292,29 @@ def test_a_context_beyond_the_scratchpad_is_refused_when_submitted(structured):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"b_max": 0}, "b_max"), ({"b_max": 2.5}, "b_max"), ({"n_pages": 0}, "n_pages"),
-    ({"windows": (0,)}, "window 0"),
+    ({"b_max": 0}, "b_max"), ({"b_max": 2.5}, "b_max"), ({"b_max": True}, "b_max"), ({"n_pages": 0}, "n_pages"),
+    ({"n_pages": True}, "n_pages"), ({"page": 0}, "page"), ({"windows": (0,)}, "window=0"),
+    ({"windows": 8}, "list of windows"), ({"windows": ()}, "at least one window"), ({"windows": (True,)}, "window"),
+    ({"steps": 0}, "steps"), ({"programs": "x"}, "BatchPrograms"),
 ])
 def test_bad_server_settings(structured, kwargs, match):
     m, progs = structured
-    args = {"b_max": 2, "n_pages": 8, "windows": (None,)} | kwargs
+    args = {"b_max": 2, "n_pages": 8, "windows": (None,), "programs": progs} | kwargs
     with pytest.raises(ValueError, match=match):
-        S.Server(m, args["b_max"], args["n_pages"], 4, windows=args["windows"], programs=progs)
+        S.Server(m, **args)
+
+
+def test_numpy_integers_are_taken_as_ints(structured):
+    m, progs = structured
+    server = S.Server(m, np.int64(2), np.int64(8), windows=(None, np.int64(8)), programs=progs)
+    server.submit(S.Request("a", (np.int64(3), 4), np.int64(2), np.int64(8), np.int64(0)))
+    assert server.queue[0] == S.Request("a", (3, 4), 2, 8, 0) and type(server.queue[0].n_new) is int
+    assert server.run().tokens["a"] == rule((3, 4), 2)
+
+
+def test_reservations_of_very_long_requests_are_instant():
+    assert S.pages_needed(10**12, 8, 4) == S.pages_needed(100, 8, 4) == 3
+    assert S.pages_needed(10**12, None, 4) == 25 * 10**10
 
 
 def test_pages_needed_matches_a_page_table():
