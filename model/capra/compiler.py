@@ -478,13 +478,11 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
     if spots is None:
         # packed one after another after the loaded tensors: whether a graph fits then depends only
         # on its total size, so a graph that fits stays fitting when any tensor shrinks
-        spots, cursor = [], low
-        for name in regions:
-            spots.append(cursor)
-            cursor += tensors[name].words
-        if cursor > high:
+        spots = [low + sum(tensors[r].words for r in regions[:i]) for i in range(len(regions))]
+        packed = sum(tensors[r].words for r in regions)
+        if low + packed > high:
             raise CompileError(f"graph {graph.name!r}: no room for its {len(regions)} concat regions "
-                               f"({cursor - low} words) in the scratchpad ({size} words, {low} loaded and "
+                               f"({packed} words) in the scratchpad ({size} words, {low} loaded and "
                                f"{size - high} computed)")
     for name, spot in zip(regions, spots, strict=True):
         tensors[name].sram = spot
