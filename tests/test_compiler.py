@@ -404,3 +404,44 @@ def test_calibration_must_be_a_list_of_input_sets():
         capra.compile_graph(g, calib[0])  # one dict, not a list of them
     with pytest.raises(capra.CompileError, match="calibration set 1 must map input names"):
         capra.compile_graph(g, [calib[0], [1.0] * 8])
+
+
+def test_concat_regions_packed_when_first_fit_fails_stay_apart_and_exact():
+    """[353, 1] leaves first fit without room for a region (the review's case); the compiler then
+    packs the regions after the loaded tensors. Every tensor that owns memory must lie apart from
+    every other, inside the scratchpad, and the program must compute what numpy does."""
+    import batched
+    from capra import compiler as CC
+
+    m = tiny_lm.make_model("random", seed=1)
+    ranges = batched.calibrate_ranges(m, 4, (None,), starts=range(2))
+    g = batched.build_batch_graph(m, [353, 1])
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal(g.shape(name)) for name in g.inputs}
+    P = capra.compile_graph(g, [feeds], ranges=ranges)
+    inside = CC._concat_parents(g)
+    owners = [n for n, node in g.nodes.items() if node.op != "rows" and n not in inside]
+    regions = [n for n in owners if g.nodes[n].op == "concat"]
+    low = max(P.tensors[n].sram + P.tensors[n].words for n in owners if g.nodes[n].op in ("input", "const"))
+    high = min(P.tensors[n].sram for n in owners if g.nodes[n].op not in ("input", "const", "concat"))
+    sizes = [P.tensors[r].words for r in regions]
+    assert CC._place_regions(sizes, low, high, isa.SRAM_WORDS, isa.SRAM_GROUP_WORDS) is None  # first fit fails
+    spans = sorted((P.tensors[n].sram, P.tensors[n].sram + P.tensors[n].words, n) for n in owners)
+    assert spans[0][0] >= 0 and spans[-1][1] <= isa.SRAM_WORDS
+    for (_a, end, x), (start, _b, y) in zip(spans, spans[1:]):
+        assert end <= start, f"{x} and {y} overlap"
+    out, _mach = capra.run(P, feeds, machine=True)
+    ref = capra.run(P, feeds)
+    assert all(out[k][0] == ref[k][0] for k in P.outputs)
+
+
+def test_concat_regions_that_do_not_fit_even_packed_are_refused():
+    import batched
+
+    m = tiny_lm.make_model("structured")
+    ranges = batched.calibrate_ranges(m, 4, (None,), starts=range(2))
+    # packed, the regions would need words 584..3831 and the computed tensors start at 3826
+    g = batched.build_batch_graph(m, [205, 200])
+    feeds = {name: np.zeros(g.shape(name)) for name in g.inputs}
+    with pytest.raises(capra.CompileError, match="concat regions"):
+        capra.compile_graph(g, [feeds], ranges=ranges)
