@@ -95,7 +95,7 @@ def sections(rec: Sequence[int]) -> dict[str, slice]:
 
 
 def record(code: Sequence[int], ext: Sequence[int], extw: int | None = None,
-           ext_latency: int = isa.EXT_LATENCY) -> list[int]:
+           ext_latency: int | None = None) -> list[int]:
     """One program's record, its expectations from the machine model: every external word that
     changed, every scratchpad word the program wrote (the scratchpad is never cleared, so words it
     did not write hold whatever came before and are not compared) and the five counters.
