@@ -32,7 +32,8 @@ def test_every_verilog_constant_equals_python():
         "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_SRAM_GROUPS": isa.SRAM_GROUPS,
         "GA2_SRAM_RD_LAT": isa.SRAM_RD_LAT, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
         "GA2_IMEM_AW": isa.IMEM_INSTRS.bit_length() - 1, "GA2_MM_MAX_K": isa.MM_MAX_K,
-        "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_QW": isa.DMA_QUEUE.bit_length(), "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
+        "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_QW": isa.DMA_QUEUE.bit_length(),
+        "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
         "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
         "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
         "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
@@ -48,7 +49,6 @@ def test_every_verilog_constant_equals_python():
 
 def test_defaults_are_the_default_configuration():
     """These tests read the RTL's defaults: they hold for capra.config.DEFAULT."""
-    assert config.active() == config.DEFAULT or config.active().changes(), "the active configuration is named"
     with config.use(config.DEFAULT):
         assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY) == (4096, 4, 4)
 

@@ -96,10 +96,9 @@ def replay_records(records: list[list[int]], name: str, extw: int) -> list[str]:
 def point(cfg: config.Config, n_random: int) -> dict:
     """Everything the table shows for one configuration (runs in a worker process)."""
     config.set_active(cfg)
-    import numpy as np
-
     import batched
     import ga2_progs
+    import numpy as np
     import paged_lm as PL
     import tiny_lm as T
     from capra import CompileError

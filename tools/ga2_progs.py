@@ -24,7 +24,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
 import cli  # noqa: E402
-from capra import isa  # noqa: E402
 from capra.compiler import ext_limit  # noqa: E402
 from capra.machine import Machine, run_program  # noqa: E402
 

@@ -40,7 +40,7 @@ MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rou
 
 # --- timing constants (cycles) -----------------------------------------------------------------
 DMA_QUEUE = _CFG.dma_queue  # config: transfers issued and not yet finished (the queue's depth; default 4)
-DMA_PENDING = _config.DMA_PENDING  # 32: LOAD words requested and not yet answered: external latencies up to DMA_PENDING - 1
+DMA_PENDING = _config.DMA_PENDING  # 32 LOAD words requested and not yet answered: latencies up to DMA_PENDING - 1
 EXT_LATENCY = _CFG.ext_latency  # config: external read latency (cycles from request to response; default 4)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 

@@ -126,7 +126,8 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     # data to compute on from the start: a block in one bank group, then (in flight) one in another
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
     accept(asm.wait())
-    accept(asm.load(rng.randrange(isa.SRAM_GROUP_WORDS, isa.SRAM_WORDS * 3400 // 4096), rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
+    second = rng.randrange(isa.SRAM_GROUP_WORDS, isa.SRAM_WORDS * 3400 // 4096)  # 1024..3399 at 4096 words
+    accept(asm.load(second, rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
     results = DATA_WORDS + rng.randrange(16)  # where the next STORE goes
 
     def store_at(span: int) -> int:
