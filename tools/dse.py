@@ -175,8 +175,11 @@ def draw(rows: list[dict], front: set[str]) -> Path | None:
     ax.scatter([r["brams"] for r in ok], [r["per_token"] for r in ok], c="0.6", label="configurations")
     best = sorted((r for r in ok if r["config"] in front), key=lambda r: r["brams"])
     ax.plot([r["brams"] for r in best], [r["per_token"] for r in best], "o-", c="C3", label="Pareto front")
+    labels: dict[tuple, list[str]] = {}  # points with equal values share one label
     for r in best:
-        ax.annotate(r["label"], (r["brams"], r["per_token"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        labels.setdefault((r["brams"], r["per_token"]), []).append(r["label"])
+    for (x, y), names in labels.items():
+        ax.annotate(" / ".join(names), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("scratchpad block RAMs (iCE40, 4 kbit each)")
     ax.set_ylabel("decode cycles per extra token of context")
     ax.set_title("GA2 design space (make dse)")
