@@ -7,7 +7,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 
-.PHONY: sim test lint mut mut-all examples figures selfcheck bench soak waves ch12 report serve tools synth-tools synth synth-check clean
+.PHONY: sim test lint mut mut-all examples figures selfcheck bench soak waves ch12 report serve dse tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -79,6 +79,11 @@ report: $(STAMP)
 # Continuous batching over the paged pool: B_max = 1, 2, 4, 8; one run replayed on both simulators.
 serve: $(STAMP) tools
 	$(PY) tools/serve_run.py
+
+# The design-space sweep (tools/dse.py, docs/design_space.md): 27 configurations, each replayed
+# exactly on both simulators, in parallel on both cores; cached in out/dse/.
+dse: $(STAMP) tools
+	$(PY) tools/dse.py
 
 bench: $(STAMP) tools
 	$(PY) tools/bench.py

@@ -20,8 +20,10 @@
 // `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
 // its descriptor has not ended.
 module dma #(
-    parameter integer QUEUE   = 4,
-    parameter integer PENDING = 32
+    parameter integer QUEUE   = 4,   // 1..16
+    parameter integer PENDING = 32,
+    parameter integer AW      = 12,  // scratchpad address bits
+    parameter integer QW      = $clog2(QUEUE + 1)  // bits of a count 0..QUEUE (inflight)
 ) (
     input  wire        clk,
     input  wire        rst,
@@ -31,9 +33,9 @@ module dma #(
     input  wire [15:0] cols,
     input  wire [15:0] ext_base,
     input  wire [15:0] ext_stride,
-    input  wire [11:0] sram_base,
-    input  wire [11:0] sram_stride,
-    output reg  [2:0]  inflight,
+    input  wire [AW-1:0] sram_base,
+    input  wire [AW-1:0] sram_stride,
+    output reg  [QW-1:0] inflight,
     output wire        busy,
     output wire        ext_req_valid,
     input  wire        ext_req_ready,
@@ -43,19 +45,24 @@ module dma #(
     input  wire        ext_rsp_valid,
     input  wire [31:0] ext_rsp_rdata,
     output wire        sram_re,
-    output wire [11:0] sram_raddr,
+    output wire [AW-1:0] sram_raddr,
     input  wire [31:0] sram_rdata,
     output reg         sram_we,
-    output reg  [11:0] sram_waddr,
+    output reg  [AW-1:0] sram_waddr,
     output reg  [31:0] sram_wdata
 );
-    localparam integer DW = 1 + 16 + 16 + 16 + 16 + 12 + 12;  // a descriptor
-    localparam integer PW = $clog2(PENDING);
+    localparam integer DW  = 1 + 16 + 16 + 16 + 16 + AW + AW;  // a descriptor
+    localparam integer PW  = $clog2(PENDING);
+    localparam integer QPW = (QUEUE > 1) ? $clog2(QUEUE) : 1;  // a queue pointer (wraps at QUEUE - 1)
+    localparam integer QUEUE_M1 = QUEUE - 1;
+    localparam integer ONE      = 1;
+    localparam [QPW-1:0] Q_LAST = QUEUE_M1[QPW-1:0];
+    localparam [QW-1:0]  Q_ONE  = ONE[QW-1:0];
 
     // ------------------------------------------------------------------ descriptors waiting
     reg [DW-1:0] dq [0:QUEUE-1];
-    reg [1:0]    dq_rp, dq_wp;
-    reg [2:0]    dq_count;
+    reg [QPW-1:0] dq_rp, dq_wp;
+    reg [QW-1:0]  dq_count;
     wire [DW-1:0] d_in   = {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride};
     wire [DW-1:0] d_head = dq[dq_rp];
 
@@ -64,15 +71,15 @@ module dma #(
     reg [1:0]  state;
     reg        store;
     reg [15:0] rows_m1, cols_m1, r, c, e_row, e_stride;
-    reg [11:0] s_row, s_stride;
-    reg [2:0]  active;                 // transfers that took their descriptor and have not ended
-    reg [2:0]  loads_out;              // of those, LOADs
+    reg [AW-1:0] s_row, s_stride;
+    reg [QW-1:0] active;               // transfers that took their descriptor and have not ended
+    reg [QW-1:0] loads_out;            // of those, LOADs
     wire [15:0] e_addr  = e_row + c;
-    wire [11:0] s_addr  = s_row + c[11:0];
+    wire [AW-1:0] s_addr = s_row + c[AW-1:0];
     wire        last_wd = (r == rows_m1) && (c == cols_m1);
 
     // LOAD answers still to come: the scratchpad word each goes to, and whether it ends a transfer
-    reg [12:0]  pq [0:PENDING-1];
+    reg [AW:0]  pq [0:PENDING-1];
     reg [PW-1:0] pq_rp, pq_wp;
     reg [PW:0]  pq_count;
 
@@ -107,9 +114,9 @@ module dma #(
     wire req_done = advance && last_wd;
     // the engine can take a descriptor this cycle
     wire free     = (state == R_IDLE) || (req_done && !store);
-    wire have_q   = (dq_count != 3'd0);
+    wire have_q   = (dq_count != {QW{1'b0}});
     wire take_st  = have_q ? d_head[DW-1] : is_store;
-    wire take     = free && (have_q || start) && (!take_st || loads_out == 3'd0);
+    wire take     = free && (have_q || start) && (!take_st || loads_out == {QW{1'b0}});
     wire bypass   = take && !have_q;   // the descriptor issued this cycle starts at once
     wire [DW-1:0] d_take = have_q ? d_head : d_in;
 
@@ -118,13 +125,13 @@ module dma #(
     wire ld_end   = rsp_v && rsp_last;
     wire st_end   = st_fire && st_out[48];
     wire ends     = ld_end || st_end;
-    assign busy   = (active != 3'd0);
+    assign busy   = (active != {QW{1'b0}});
 
     always @(posedge clk) begin
         if (rst) begin
-            dq_rp <= 2'd0;
-            dq_wp <= 2'd0;
-            dq_count <= 3'd0;
+            dq_rp <= {QPW{1'b0}};
+            dq_wp <= {QPW{1'b0}};
+            dq_count <= {QW{1'b0}};
             state <= R_IDLE;
             store <= 1'b0;
             rows_m1 <= 16'd0;
@@ -133,22 +140,22 @@ module dma #(
             c <= 16'd0;
             e_row <= 16'd0;
             e_stride <= 16'd0;
-            s_row <= 12'd0;
-            s_stride <= 12'd0;
-            active <= 3'd0;
-            loads_out <= 3'd0;
-            inflight <= 3'd0;
+            s_row <= {AW{1'b0}};
+            s_stride <= {AW{1'b0}};
+            active <= {QW{1'b0}};
+            loads_out <= {QW{1'b0}};
+            inflight <= {QW{1'b0}};
         end else if (start || take || ends || state != R_IDLE) begin  // idle otherwise
             // the queue of descriptors
             if (start && !bypass) begin
                 dq[dq_wp] <= d_in;
-                dq_wp <= dq_wp + 2'd1;
+                dq_wp <= (dq_wp == Q_LAST) ? {QPW{1'b0}} : dq_wp + 1'b1;
             end
-            if (take && have_q) dq_rp <= dq_rp + 2'd1;
-            dq_count <= dq_count + {2'd0, start && !bypass} - {2'd0, take && have_q};
-            inflight <= inflight + {2'd0, start} - {2'd0, ends};
-            active <= active + {2'd0, take} - {2'd0, ends};
-            loads_out <= loads_out + {2'd0, take && !take_st} - {2'd0, ld_end};
+            if (take && have_q) dq_rp <= (dq_rp == Q_LAST) ? {QPW{1'b0}} : dq_rp + 1'b1;
+            dq_count <= dq_count + ((start && !bypass) ? Q_ONE : {QW{1'b0}}) - ((take && have_q) ? Q_ONE : {QW{1'b0}});
+            inflight <= inflight + (start ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
+            active <= active + (take ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
+            loads_out <= loads_out + ((take && !take_st) ? Q_ONE : {QW{1'b0}}) - (ld_end ? Q_ONE : {QW{1'b0}});
 
             // the request engine
             if (advance) begin
@@ -173,8 +180,8 @@ module dma #(
                 cols_m1 <= d_take[DW-18 -: 16] - 16'd1;
                 e_row <= d_take[DW-34 -: 16];
                 e_stride <= d_take[DW-50 -: 16];
-                s_row <= d_take[23:12];
-                s_stride <= d_take[11:0];
+                s_row <= d_take[2*AW-1:AW];
+                s_stride <= d_take[AW-1:0];
                 r <= 16'd0;
                 c <= 16'd0;
             end
@@ -184,7 +191,7 @@ module dma #(
     // ------------------------------------------------------------------- LOAD answers
     // A memory with no latency answers in the request's own cycle, before the request's entry is
     // in the queue: then the entry is taken straight from the request.
-    wire [12:0] pq_head = (pq_count == {(PW+1){1'b0}}) ? {last_wd, s_addr} : pq[pq_rp];
+    wire [AW:0] pq_head = (pq_count == {(PW+1){1'b0}}) ? {last_wd, s_addr} : pq[pq_rp];
     always @(posedge clk) begin
         if (rst) begin
             pq_rp <= {PW{1'b0}};
@@ -202,11 +209,11 @@ module dma #(
             pq_count <= pq_count + {{PW{1'b0}}, ld_fire} - {{PW{1'b0}}, ext_rsp_valid};
             // an answer is written the cycle after it comes
             rsp_v <= ext_rsp_valid;
-            rsp_last <= ext_rsp_valid && pq_head[12];
+            rsp_last <= ext_rsp_valid && pq_head[AW];
             sram_we <= ext_rsp_valid;
         end
         if (ext_rsp_valid) begin
-            sram_waddr <= pq_head[11:0];
+            sram_waddr <= pq_head[AW-1:0];
             sram_wdata <= ext_rsp_rdata;
         end
     end

@@ -42,12 +42,14 @@ module ga2 (
 );
     `include "ga2_defs.vh"
     localparam integer IAW = GA2_IMEM_AW;
+    localparam integer SAW = GA2_SRAM_AW;    // scratchpad address bits (12 at the default)
+    localparam integer QW  = GA2_DMA_QW;     // bits of a count of transfers 0..QUEUE
 
     reg            executing;
     reg [3:0]      cur_op;
     reg [IAW-1:0]  pc;
     reg [15:0]     qa, qb;
-    reg [11:0]     qbias;
+    reg [SAW-1:0]  qbias;
     reg [5:0]      qs;
 
     // ---- instruction memory and decode ----
@@ -78,14 +80,14 @@ module ga2 (
 
     wire       running  = !halted;
     wire       fetching = running && !executing;
-    wire [2:0] inflight;
+    wire [QW-1:0] inflight;
     wire       dma_busy;
     wire       is_dma  = (op == OP_LOAD) || (op == OP_STORE);
     wire       compute = (op == OP_MM) || (op == OP_VEC) || (op == OP_SMAX);
     // WAIT and HALT wait for transfers to finish; LOAD/STORE for room in the queue
-    wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[2:0])
-                                    || (op == OP_WAIT && {13'd0, inflight} > cnt)
-                                    || (op == OP_HALT && inflight != 3'd0));
+    wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[QW-1:0])
+                                    || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
+                                    || (op == OP_HALT && inflight != {QW{1'b0}}));
     wire       go    = !rst && fetching && !stall;
     wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0)
                           && !(op == OP_WAIT && cnt >= GA2_DMA_QUEUE[15:0]);
@@ -103,15 +105,15 @@ module ga2 (
 
     // ---- units ----
     wire [3:0]   mm_mask;
-    wire [11:0]  mm_ra, mm_wa, vec_ra, vec_rb, vec_wa, sm_ra, sm_wa, dma_sra, dma_swa;
+    wire [SAW-1:0] mm_ra, mm_wa, vec_ra, vec_rb, vec_wa, sm_ra, sm_wa, dma_sra, dma_swa;
     wire [127:0] p0_data;
     wire [31:0]  p1_data, dma_srd, mm_wd, vec_wd, sm_wd, dma_swd;
     wire         mm_we, vec_we, sm_we, dma_swe, dma_sre, vec_rae, vec_rbe, sm_re;
     wire         mm_done, vec_done, sm_done;
 
-    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING)) u_dma (
+    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .QW(QW)) u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
-        .ext_base(fb), .ext_stride(fd), .sram_base(fa[11:0]), .sram_stride(w3[11:0]),
+        .ext_base(fb), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
         .inflight(inflight), .busy(dma_busy),
         .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
         .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
@@ -136,16 +138,16 @@ module ga2 (
     wire         mm_rq_busy, vec_rq_busy;
     wire [31:0]  rq_y;
 
-    ga2_mm u_mm (
+    ga2_mm #(.AW(SAW)) u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
-        .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[11:0]), .b_base(fb[11:0]), .out_base(fc[11:0]), .qa(qa), .qs(qs), .qbias(qbias),
+        .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[SAW-1:0]), .b_base(fb[SAW-1:0]), .out_base(fc[SAW-1:0]), .qa(qa), .qs(qs), .qbias(qbias),
         .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
         .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_busy(mm_rq_busy), .rq_y(rq_y)
     );
 
-    ga2_vec u_vec (
-        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[11:0]), .src_b(fb[11:0]),
-        .dst(fc[11:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
+    ga2_vec #(.AW(SAW)) u_vec (
+        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[SAW-1:0]), .src_b(fb[SAW-1:0]),
+        .dst(fc[SAW-1:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
         .rb_en(vec_rbe), .rb_addr(vec_rb), .rb_data(vec_b), .we(vec_we), .waddr(vec_wa), .wdata(vec_wd),
         .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_busy(vec_rq_busy), .rq_y(rq_y)
     );
@@ -158,20 +160,20 @@ module ga2 (
         .shift(is_mm ? mm_rq_shift : vec_rq_shift), .y(rq_y)
     );
 
-    ga2_sm u_sm (
+    ga2_sm #(.AW(SAW)) u_sm (
         .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt),
-        .src(fa[11:0]), .dst(fc[11:0]), .re(sm_re), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we),
+        .src(fa[SAW-1:0]), .dst(fc[SAW-1:0]), .re(sm_re), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we),
         .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );
 
     // ---- scratchpad: the compute ports go to the unit that runs, the DMA ports to the DMA ----
     wire [3:0]  p0_mask = is_mm ? mm_mask : is_vec ? {3'd0, vec_rae} : is_sm ? {3'd0, sm_re} : 4'd0;
-    wire [11:0] p0_addr = is_mm ? mm_ra : is_vec ? vec_ra : sm_ra;
+    wire [SAW-1:0] p0_addr = is_mm ? mm_ra : is_vec ? vec_ra : sm_ra;
     wire        wc_en   = is_mm ? mm_we : is_vec ? vec_we : is_sm && sm_we;
-    wire [11:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
+    wire [SAW-1:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
     wire [31:0] wc_data = is_mm ? mm_wd : is_vec ? vec_wd : sm_wd;
 
-    sram #(.WORDS(GA2_SRAM_WORDS), .AW(GA2_SRAM_AW)) u_sram (
+    sram #(.WORDS(GA2_SRAM_WORDS), .AW(SAW)) u_sram (
         .clk(clk),
         .p0_mask(executing ? p0_mask : 4'd0), .p0_addr(p0_addr), .p0_data(p0_data),
         .p1_en(executing && is_vec && vec_rbe), .p1_addr(vec_rb), .p1_data(p1_data),
@@ -193,7 +195,7 @@ module ga2 (
             qa <= 16'd0;
             qb <= 16'd0;
             qs <= 6'd0;
-            qbias <= 12'd0;
+            qbias <= {SAW{1'b0}};
             c0 <= 32'd0;
             c1 <= 32'd0;
             c2 <= 32'd0;
@@ -227,7 +229,7 @@ module ga2 (
                     qa <= fa;
                     qb <= fb;
                     qs <= fc[5:0];
-                    qbias <= fd[11:0];
+                    qbias <= fd[SAW-1:0];
                 end
             end
         end

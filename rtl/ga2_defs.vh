@@ -1,17 +1,26 @@
 // GA2 shared constants. model/capra/isa.py is the source of truth; tests/test_isa_sync.py checks
 // that every value here equals the Python one. Included inside module bodies; each module uses
 // only some of these names, hence the UNUSEDPARAM waiver around them (see rtl/lint.vlt).
+// The configurable sizes (model/capra/config.py) come from defines that tools/hw.py passes for a
+// configuration other than the default; without them, the default chip.
+`ifndef GA2_SRAM_WORDS_D
+`define GA2_SRAM_WORDS_D 4096
+`endif
+`ifndef GA2_DMA_QUEUE_D
+`define GA2_DMA_QUEUE_D 4
+`endif
 /* verilator lint_off UNUSEDPARAM */
 localparam integer GA2_N           = 4;     // systolic array is N x N
 localparam integer GA2_LANES       = 4;     // int8 lanes per 32-bit word
-localparam integer GA2_SRAM_WORDS  = 4096;
-localparam integer GA2_SRAM_AW     = 12;
-localparam integer GA2_SRAM_GROUPS = 4;     // banks: SRAM_GROUPS groups (address bits 11:10) x 4 lanes (bits 1:0)
+localparam integer GA2_SRAM_WORDS  = `GA2_SRAM_WORDS_D;        // a power of two, 2048..16384
+localparam integer GA2_SRAM_AW     = $clog2(`GA2_SRAM_WORDS_D); // address bits (12 at the default)
+localparam integer GA2_SRAM_GROUPS = 4;     // banks: SRAM_GROUPS groups (address bits AW-1:AW-2) x 4 lanes (bits 1:0)
 localparam integer GA2_SRAM_RD_LAT = 2;     // a read issued in cycle t returns its data in cycle t + 2
 localparam integer GA2_IMEM_INSTRS = 1024;
 localparam integer GA2_IMEM_AW     = 10;
 localparam integer GA2_MM_MAX_K    = 1024;  // longest reduction: rowmem holds MM_MAX_K / 4 words per row
-localparam integer GA2_DMA_QUEUE   = 4;     // transfers issued and not finished
+localparam integer GA2_DMA_QUEUE   = `GA2_DMA_QUEUE_D;  // transfers issued and not finished (1..16)
+localparam integer GA2_DMA_QW      = $clog2(`GA2_DMA_QUEUE_D + 1);  // bits of a count 0..QUEUE
 localparam integer GA2_DMA_PENDING = 32;    // LOAD words requested and not yet answered (latency bound)
 localparam integer GA2_DIV_CYCLES  = 32;
 localparam integer GA2_MAX_SHIFT   = 47;

@@ -37,7 +37,9 @@
 // last slot's write (a slot with nothing to write still takes its cycle).
 // G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
 // words until its last slot.
-module ga2_mm (
+module ga2_mm #(
+    parameter integer AW = 12  // scratchpad address bits (11..14)
+) (
     input  wire         clk,
     input  wire         rst,
     input  wire         start,
@@ -47,17 +49,17 @@ module ga2_mm (
     input  wire [15:0]  m_total,
     input  wire [7:0]   win_first,    // the column window: first column tile
     input  wire [3:0]   win_tiles,    // and its tiles (0: to the last column tile)
-    input  wire [11:0]  a_base,
-    input  wire [11:0]  b_base,
-    input  wire [11:0]  out_base,
+    input  wire [AW-1:0]  a_base,
+    input  wire [AW-1:0]  b_base,
+    input  wire [AW-1:0]  out_base,
     input  wire [15:0]  qa,
     input  wire [5:0]   qs,
-    input  wire [11:0]  qbias,
+    input  wire [AW-1:0]  qbias,
     output wire [3:0]   rd_mask,
-    output wire [11:0]  rd_addr,
+    output wire [AW-1:0]  rd_addr,
     input  wire [127:0] rd_data,
     output wire         we,
-    output wire [11:0]  waddr,
+    output wire [AW-1:0]  waddr,
     output wire [31:0]  wdata,
     output wire         done,
     // the requant bank (four requant pipelines in ga2, shared with the vector unit): four int32
@@ -78,11 +80,11 @@ module ga2_mm (
     // ---------------------------------------------------------------- the instruction, latched
     reg [3:0]  fl;
     reg [15:0] r_all, kl, mt, qa_r;
-    reg [11:0] b_r, qbias_r;
+    reg [AW-1:0] b_r, qbias_r;
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
-    reg [10:0] kw2, kw3;              // 2*kw, 3*kw (dot: the offsets of B rows 4t+2, 4t+3)
-    reg [11:0] tiles;                 // column tiles: ceil(M/4) (a word row of an operand: < 4096)
+    reg [AW-1:0] kw2, kw3;            // 2*kw, 3*kw (dot: the offsets of B rows 4t+2, 4t+3)
+    reg [AW-1:0] tiles;               // column tiles: ceil(M/4) (a word row of an operand: < the scratchpad)
     reg [15:0] t_first, t_end;        // the column window's first tile and the tile after its last
     wire out8  = fl[0];
     wire relu  = fl[1];
@@ -119,7 +121,7 @@ module ga2_mm (
     endfunction
 
     reg [15:0] r_left;                // rows of A not yet in a tile, this tile's included
-    reg [11:0] t_out;                 // output word of this tile's first row
+    reg [AW-1:0] t_out;                 // output word of this tile's first row
     reg [2:0]  t_rt, t_g;
     reg [4:0]  t_w;
     // derived, registered one cycle after what they follow (used many cycles later)
@@ -135,10 +137,10 @@ module ga2_mm (
     reg [10:0] cnt;                   // pad cycles left, or the read index within a pass
     reg [2:0]  a_row;
     reg [8:0]  a_word;
-    reg [11:0] a_ptr;
+    reg [AW-1:0] a_ptr;
     reg [15:0] tile;                  // the pass's first column tile
-    reg [11:0] b_ptr;                 // BROWS: the line of reduction step cnt; dot: B row 4*tile
-    reg [11:0] b_first;               // dot: B row 4*t_first, where every batch tile's first pass starts
+    reg [AW-1:0] b_ptr;                 // BROWS: the line of reduction step cnt; dot: B row 4*tile
+    reg [AW-1:0] b_first;               // dot: B row 4*t_first, where every batch tile's first pass starts
     reg        tile_start;            // this pass is its batch tile's first
     // The pipelines below advance only while the engine runs (from the setup cycle to `done`):
     // a clock enable, which an idle engine's simulation (and power) thanks it for.
@@ -201,13 +203,13 @@ module ga2_mm (
 
     // the read of this cycle
     wire [1:0]  dot_row  = cnt[1:0];
-    wire [10:0] dot_off  = (dot_row == 2'd0) ? 11'd0 : (dot_row == 2'd1) ? {2'd0, kw} :
+    wire [AW-1:0] dot_off = (dot_row == 2'd0) ? {AW{1'b0}} : (dot_row == 2'd1) ? {{(AW-9){1'b0}}, kw} :
                            (dot_row == 2'd2) ? kw2 : kw3;
-    wire [11:0] b_addr   = brows ? (b_ptr + tile[11:0]) : (b_ptr + dot_off + {3'd0, cnt[10:2]});
+    wire [AW-1:0] b_addr   = brows ? (b_ptr + tile[AW-1:0]) : (b_ptr + dot_off + {{(AW-9){1'b0}}, cnt[10:2]});
     assign rd_mask = (phase == P_AREAD) ? 4'b0001 :
                      in_b ? (brows ? pass_words : {3'd0, pass_words[dot_row]}) :
                      in_bias ? pass_cols[3:0] : 4'd0;
-    assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : (qbias_r + {tile[9:0], 2'b00});
+    assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : (qbias_r + {tile[AW-3:0], 2'b00});
 
     // enter the first step of batch tile `left` rows from now
     task begin_pass;
@@ -228,27 +230,27 @@ module ga2_mm (
             kl <= 16'd0;
             mt <= 16'd0;
             qa_r <= 16'd0;
-            b_r <= 12'd0;
-            qbias_r <= 12'd0;
+            b_r <= {AW{1'b0}};
+            qbias_r <= {AW{1'b0}};
             qs_r <= 6'd0;
             kw <= 9'd0;
-            kw2 <= 11'd0;
-            kw3 <= 11'd0;
-            tiles <= 12'd0;
+            kw2 <= {AW{1'b0}};
+            kw3 <= {AW{1'b0}};
+            tiles <= {AW{1'b0}};
             t_first <= 16'd0;
             t_end <= 16'd0;
             r_left <= 16'd0;
-            t_out <= 12'd0;
+            t_out <= {AW{1'b0}};
             t_rt <= 3'd0;
             t_g <= 3'd0;
             t_w <= 5'd0;
             cnt <= 11'd0;
             a_row <= 3'd0;
             a_word <= 9'd0;
-            a_ptr <= 12'd0;
+            a_ptr <= {AW{1'b0}};
             tile <= 16'd0;
-            b_ptr <= 12'd0;
-            b_first <= 12'd0;
+            b_ptr <= {AW{1'b0}};
+            b_first <= {AW{1'b0}};
             tile_start <= 1'b0;
             pass_words <= 4'd0;
             pass_cols <= 16'd0;
@@ -266,7 +268,7 @@ module ga2_mm (
                     qbias_r <= qbias;
                     a_ptr <= a_base;
                     kw <= k_len[10:2] + {8'd0, k_len[1] | k_len[0]};
-                    tiles <= m_total[13:2] + {11'd0, m_total[1] | m_total[0]};
+                    tiles <= m_total[AW+1:2] + {{(AW-1){1'b0}}, m_total[1] | m_total[0]};
                     t_first <= {8'd0, win_first};
                     t_end <= (win_tiles == 4'd0) ? {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]}
                                                  : {8'd0, win_first} + {12'd0, win_tiles};
@@ -274,9 +276,9 @@ module ga2_mm (
                     phase <= P_SETUP;
                 end
                 P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
-                    b_first <= b_r + (brows ? 12'd0 : t_first[9:0] * {kw, 2'b00});
-                    kw2 <= {1'b0, kw, 1'b0};
-                    kw3 <= {1'b0, kw, 1'b0} + {2'd0, kw};
+                    b_first <= b_r + (brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00});
+                    kw2 <= {{(AW-10){1'b0}}, kw, 1'b0};
+                    kw3 <= {{(AW-10){1'b0}}, kw, 1'b0} + {{(AW-9){1'b0}}, kw};
                     t_rt <= rows_of(r_all);
                     t_g <= groups_of(rows_of(r_all));
                     t_w <= slots_of(rows_of(r_all), groups_of(rows_of(r_all)));
@@ -289,7 +291,7 @@ module ga2_mm (
                     if (cnt == 11'd1) phase <= P_AREAD;
                 end
                 P_AREAD: begin
-                    a_ptr <= a_ptr + 12'd1;
+                    a_ptr <= a_ptr + {{(AW-1){1'b0}}, 1'b1};
                     if (a_word == kw - 9'd1) begin
                         a_word <= 9'd0;
                         a_row <= a_row + 3'd1;
@@ -316,7 +318,7 @@ module ga2_mm (
                     if (pass_end) begin
                         if (more_passes) begin
                             begin_pass(next_tile, t_g);
-                            b_ptr <= brows ? b_r : (b_ptr + {kw, 2'b00});
+                            b_ptr <= brows ? b_r : (b_ptr + {kw2[AW-2:0], 1'b0});
                             cnt <= (t_pass_pad != 6'd0) ? {5'd0, t_pass_pad} : 11'd0;
                             phase <= (t_pass_pad != 6'd0) ? P_BPAD : P_BREAD;
                         end else if (more_tiles) begin
@@ -324,7 +326,7 @@ module ga2_mm (
                             t_rt <= n_rt;
                             t_g <= groups_of(n_rt);
                             t_w <= slots_of(n_rt, groups_of(n_rt));
-                            t_out <= t_out + (out8 ? {tiles[9:0], 2'b00} : {mt[9:0], 2'b00});
+                            t_out <= t_out + (out8 ? {tiles[AW-3:0], 2'b00} : {mt[AW-3:0], 2'b00});
                             a_row <= 3'd0;
                             a_word <= 9'd0;
                             cnt <= {5'd0, n_aload_pad};
@@ -562,7 +564,7 @@ module ga2_mm (
     // until READ_TO_RES cycles after its last B read. Passes are at least G >= N cycles apart, so
     // at most ceil(READ_TO_RES / N) jobs wait at once.
     localparam integer JOBS = 4;
-    reg [11:0] jq_out  [0:JOBS-1];
+    reg [AW-1:0] jq_out  [0:JOBS-1];
     reg [2:0]  jq_rt   [0:JOBS-1];
     reg [4:0]  jq_w    [0:JOBS-1];
     reg [15:0] jq_tile [0:JOBS-1];
@@ -574,7 +576,7 @@ module ga2_mm (
 
     reg        w_on;
     reg [4:0]  w_slot;
-    reg [11:0] w_out;
+    reg [AW-1:0] w_out;
     reg [15:0] w_tile;
     reg [2:0]  w_rt;
     reg [4:0]  w_w;
@@ -586,7 +588,7 @@ module ga2_mm (
             jq_go <= {READ_TO_RES{1'b0}};
             w_on <= 1'b0;
             w_slot <= 5'd0;
-            w_out <= 12'd0;
+            w_out <= {AW{1'b0}};
             w_tile <= 16'd0;
             w_rt <= 3'd0;
             w_w <= 5'd0;
@@ -644,12 +646,12 @@ module ga2_mm (
     // every slot of a pass (slot < W) is a used array row or column; only its column tile can lie
     // past the window
     wire        s_ok     = w_on && (s_tile < t_end);
-    wire [11:0] row_step = out8 ? tiles : mt[11:0];
-    wire [11:0] s_rowadr = w_out + (s_arow[1] ? {row_step[10:0], 1'b0} : 12'd0) + (s_arow[0] ? row_step : 12'd0);
+    wire [AW-1:0] row_step = out8 ? tiles : mt[AW-1:0];
+    wire [AW-1:0] s_rowadr = w_out + (s_arow[1] ? {row_step[AW-2:0], 1'b0} : {AW{1'b0}}) + (s_arow[0] ? row_step : {AW{1'b0}});
     // int32: the output column within the tile (bias word, lane) is c (BROWS) or i (dot)
     wire [1:0]  s_col    = brows ? pe_c : pe_i;
     wire [17:0] s_col32  = {s_tile, 2'b00} + {16'd0, s_col};
-    wire [11:0] s_addr   = s_rowadr + (out8 ? s_tile[11:0] : s_col32[11:0]);
+    wire [AW-1:0] s_addr   = s_rowadr + (out8 ? s_tile[AW-1:0] : s_col32[AW-1:0]);
 
     function [31:0] finish;           // bias, then relu
         input [31:0] raw;
@@ -665,7 +667,7 @@ module ga2_mm (
     reg [31:0] w1_val [0:N-1];
     reg [3:0]  w1_lanes;
     reg        w1_ok, w1_last;
-    reg [11:0] w1_addr;
+    reg [AW-1:0] w1_addr;
     integer q;
     always @(posedge clk) begin
         if (rst) begin
@@ -703,7 +705,7 @@ module ga2_mm (
         end
     endgenerate
     localparam integer RQ = WR_LAT - 1;  // requant's latency
-    localparam integer DW = 32 + 4 + 12 + 2;
+    localparam integer DW = 32 + 4 + AW + 2;
     reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, address, lanes, value}
     wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_addr, w1_lanes, w1_val[0]};
     wire [DW-1:0]    d_out = d_v[(RQ-1)*DW +: DW];
@@ -723,7 +725,7 @@ module ga2_mm (
     wire [31:0] word8 = {d_lanes[3] ? y8[3] : 8'd0, d_lanes[2] ? y8[2] : 8'd0,
                          d_lanes[1] ? y8[1] : 8'd0, d_lanes[0] ? y8[0] : 8'd0};
     assign we    = d_out[DW-2];
-    assign waddr = d_out[36 +: 12];
+    assign waddr = d_out[36 +: AW];
     assign wdata = out8 ? word8 : d_out[31:0];
     assign done  = d_out[DW-1];
 endmodule

@@ -20,7 +20,9 @@
 //   the division starts when the sum is final and pass 3 starts the cycle after divu says done;
 //   pass 3 writes each word five cycles after its data arrives.
 // `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 18.
-module ga2_sm (
+module ga2_sm #(
+    parameter integer AW = 12  // scratchpad address bits
+) (
     input  wire        clk,
     input  wire        rst,
     input  wire        start,
@@ -28,13 +30,13 @@ module ga2_sm (
     input  wire [7:0]  sink,
     input  wire [15:0] smul,
     input  wire [15:0] n,
-    input  wire [11:0] src,
-    input  wire [11:0] dst,
+    input  wire [AW-1:0] src,
+    input  wire [AW-1:0] dst,
     output wire        re,
-    output wire [11:0] rd_addr,
+    output wire [AW-1:0] rd_addr,
     input  wire [31:0] rd_data,
     output reg         we,
-    output reg  [11:0] waddr,
+    output reg  [AW-1:0] waddr,
     output reg  [31:0] wdata,
     output reg         done
 );
@@ -45,7 +47,7 @@ module ga2_sm (
     reg [3:0]  state;
     wire       run = (state != S_IDLE);  // the pipelines advance only while the unit runs
     reg [15:0] len, nw, w;
-    reg [11:0] ps, pd;
+    reg [AW-1:0] ps, pd;
     reg        has_sink;
     reg [7:0]  sink_r, m;
     reg [15:0] smul_r;
@@ -54,7 +56,7 @@ module ga2_sm (
 
     wire last_w = (w == nw - 16'd1);
     assign re      = (state == S_MAX) || (state == S_SUM) || (state == S_NORM);
-    assign rd_addr = ps + w[11:0];
+    assign rd_addr = ps + w[AW-1:0];
 
     // the slot's tag: 1 = pass 1, 2 = pass 2, 3 = the sink slot, 4 = pass 3
     localparam [2:0] K_NONE = 3'd0, K_MAX = 3'd1, K_SUM = 3'd2, K_SINK = 3'd3, K_NORM = 3'd4;
@@ -70,8 +72,8 @@ module ga2_sm (
             len <= 16'd0;
             nw <= 16'd0;
             w <= 16'd0;
-            ps <= 12'd0;
-            pd <= 12'd0;
+            ps <= {AW{1'b0}};
+            pd <= {AW{1'b0}};
             has_sink <= 1'b0;
             sink_r <= 8'd0;
             smul_r <= 16'd0;
@@ -183,7 +185,7 @@ module ga2_sm (
     wire [15:0] e [0:3];
     reg  [2:0]  s1_k, s2_k, s3_k, s4_k;
     reg  [3:0]  s1_ok, s2_ok, s3_ok, s4_ok;
-    reg  [11:0] s1_a, s2_a, s3_a, s4_a;
+    reg  [AW-1:0] s1_a, s2_a, s3_a, s4_a;
     reg         s1_l, s2_l, s3_l, s4_l;
     reg  [24:0] steps [0:3];
     always @(*) begin
@@ -217,7 +219,7 @@ module ga2_sm (
         s2_ok <= s1_ok;
         s3_ok <= s2_ok;
         s4_ok <= s3_ok;
-        s1_a <= pd + w2[11:0];
+        s1_a <= pd + w2[AW-1:0];
         s2_a <= s1_a;
         s3_a <= s2_a;
         s4_a <= s3_a;
@@ -273,7 +275,7 @@ module ga2_sm (
         if (rst) begin
             we <= 1'b0;
             done <= 1'b0;
-            waddr <= 12'd0;
+            waddr <= {AW{1'b0}};
             wdata <= 32'd0;
         end else if (run) begin
             we <= (s4_k == K_NORM);

@@ -15,26 +15,28 @@
 // ga2 shares with the matmul engine, the write). ARGMAX writes its index in the cycle the last word
 // would be written. `done` is high in the cycle of the last write: cycles = nw + C + 11,
 // nw = ceil(n/4) words, C = the words whose operands share a bank.
-module ga2_vec (
+module ga2_vec #(
+    parameter integer AW = 12  // scratchpad address bits
+) (
     input  wire        clk,
     input  wire        rst,
     input  wire        start,
     input  wire [3:0]  sub,
     input  wire [15:0] n,
-    input  wire [11:0] src_a,
-    input  wire [11:0] src_b,
-    input  wire [11:0] dst,
+    input  wire [AW-1:0] src_a,
+    input  wire [AW-1:0] src_b,
+    input  wire [AW-1:0] dst,
     input  wire [15:0] qa,
     input  wire [15:0] qb,
     input  wire [5:0]  qs,
     output wire        ra_en,
-    output wire [11:0] ra_addr,
+    output wire [AW-1:0] ra_addr,
     input  wire [31:0] ra_data,
     output wire        rb_en,
-    output wire [11:0] rb_addr,
+    output wire [AW-1:0] rb_addr,
     input  wire [31:0] rb_data,
     output reg         we,
-    output reg  [11:0] waddr,
+    output reg  [AW-1:0] waddr,
     output reg  [31:0] wdata,
     output reg         done,
     // the requant bank (see ga2_mm): four int32 lanes in, four int8 lanes out five cycles later
@@ -52,13 +54,13 @@ module ga2_vec (
     reg        busy;                     // from the start to `done`: the pipelines advance only then
     reg [3:0]  op;
     reg [15:0] len, nw, w, qa_r, qb_r;
-    reg [11:0] pa, pb, pd;
+    reg [AW-1:0] pa, pb, pd;
     reg [5:0]  qs_r;
     wire two = (op == VEC_ADD) || (op == VEC_MUL) || (op == VEC_MAX);
 
-    wire [11:0] a_addr = pa + w[11:0];
-    wire [11:0] b_addr = pb + w[11:0];
-    wire        clash  = two && ({a_addr[11:10], a_addr[1:0]} == {b_addr[11:10], b_addr[1:0]});
+    wire [AW-1:0] a_addr = pa + w[AW-1:0];
+    wire [AW-1:0] b_addr = pb + w[AW-1:0];
+    wire        clash  = two && ({a_addr[AW-1:AW-2], a_addr[1:0]} == {b_addr[AW-1:AW-2], b_addr[1:0]});
     wire        last_w = (w == nw - 16'd1);
     // this cycle completes word w's reads (its b read, or its only read)
     wire        word_done = issuing && (second || !clash);
@@ -78,9 +80,9 @@ module ga2_vec (
             len <= 16'd0;
             nw <= 16'd0;
             w <= 16'd0;
-            pa <= 12'd0;
-            pb <= 12'd0;
-            pd <= 12'd0;
+            pa <= {AW{1'b0}};
+            pb <= {AW{1'b0}};
+            pd <= {AW{1'b0}};
             qa_r <= 16'd0;
             qb_r <= 16'd0;
             qs_r <= 6'd0;
@@ -154,7 +156,7 @@ module ga2_vec (
     reg  [31:0] s2_acc [0:3];
     reg  [3:0]  s1_ok;
     reg  [LAT-1:1] p_on, p_last;        // the word's place in the pipeline
-    reg  [12*(LAT-1)-1:0] p_addr;       // stage s (1..LAT-1) at bits 12(s-1): the word's address
+    reg  [AW*(LAT-1)-1:0] p_addr;       // stage s (1..LAT-1) at bits AW(s-1): the word's address
     reg  [36*(LAT-2)-1:0] p_rest;       // stage s (2..LAT-1) at 36(s-2): {lanes below n, result without requantization}
     integer l;
     always @(posedge clk) if (busy) begin
@@ -173,7 +175,7 @@ module ga2_vec (
                                          : {{16{s1_ab[l][15]}}, s1_ab[l]};
         end
         p_rest <= {p_rest[36*(LAT-3)-1:0], s1_ok, s1_y[3], s1_y[2], s1_y[1], s1_y[0]};
-        p_addr <= {p_addr[12*(LAT-2)-1:0], pd + t2_w[11:0]};
+        p_addr <= {p_addr[AW*(LAT-2)-1:0], pd + t2_w[AW-1:0]};
     end
     always @(posedge clk) begin
         if (rst) begin
@@ -229,12 +231,12 @@ module ga2_vec (
         if (rst) begin
             we <= 1'b0;
             done <= 1'b0;
-            waddr <= 12'd0;
+            waddr <= {AW{1'b0}};
             wdata <= 32'd0;
         end else if (busy) begin
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
-            waddr <= is_argmax ? pd : p_addr[12*(LAT-2) +: 12];
+            waddr <= is_argmax ? pd : p_addr[AW*(LAT-2) +: AW];
             wdata <= is_argmax ? {16'd0, best[15:0]} : {y[3], y[2], y[1], y[0]};
         end
     end

@@ -5,18 +5,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from capra import isa
+from capra import config, isa
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _verilog_params() -> dict[str, int]:
+    """The constants at the default configuration: a configurable one is `NAME_D (its `ifndef default),
+    an address width $clog2 of one."""
     text = (ROOT / "rtl" / "ga2_defs.vh").read_text()
+    macros = {name: int(value) for name, value in re.findall(r"`define\s+(\w+)\s+(\d+)", text)}
     found = {}
     for name, value in re.findall(r"localparam\s+(?:integer|\[\d+:0\])\s+(\w+)\s*=\s*([^;]+);", text):
-        value = value.strip()
+        value = re.sub(r"`(\w+)", lambda m: str(macros[m.group(1)]), value.strip())
         m = re.fullmatch(r"\d+'d(\d+)", value)
-        found[name] = int(m.group(1)) if m else int(value)
+        c = re.fullmatch(r"\$clog2\((\d+)(?:\s*\+\s*(\d+))?\)", value)
+        found[name] = (int(m.group(1)) if m else (int(c.group(1)) + int(c.group(2) or 0) - 1).bit_length() if c
+                       else int(value))
     return found
 
 
@@ -27,7 +32,8 @@ def test_every_verilog_constant_equals_python():
         "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_SRAM_GROUPS": isa.SRAM_GROUPS,
         "GA2_SRAM_RD_LAT": isa.SRAM_RD_LAT, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
         "GA2_IMEM_AW": isa.IMEM_INSTRS.bit_length() - 1, "GA2_MM_MAX_K": isa.MM_MAX_K,
-        "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
+        "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_QW": isa.DMA_QUEUE.bit_length(),
+        "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
         "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
         "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
         "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
@@ -39,6 +45,12 @@ def test_every_verilog_constant_equals_python():
         expected[f"VEC_{name}"] = getattr(isa, f"VEC_{name}")
     assert {k: v.get(k) for k in expected} == expected
     assert set(v) == set(expected), f"constants only in Verilog: {set(v) - set(expected)}"
+
+
+def test_defaults_are_the_default_configuration():
+    """These tests read the RTL's defaults: they hold for capra.config.DEFAULT."""
+    with config.use(config.DEFAULT):
+        assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY) == (4096, 4, 4)
 
 
 def test_testbench_default_latency_is_the_model_default():

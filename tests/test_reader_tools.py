@@ -192,7 +192,7 @@ PROGRAMS = sorted(p.stem for p in (ROOT / "tools").glob("*.py") if 'if __name__ 
 def test_every_program_in_tools_is_covered_here():
     """A new tool joins these tests by being listed here (and gets --help and bad-input cases)."""
     assert PROGRAMS == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
-                               "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "gather_bench",
+                               "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse", "gather_bench",
                                "gen_exp_lut", "kv_cache_benchmark", "mut_ch15", "passkey_eval", "serve_run", "soak",
                                "synth", "visibility", "waves"])
 
@@ -239,6 +239,9 @@ def test_help_of_every_tool_only_helps(capsys, no_work, tool):
 
 
 BAD_ARGUMENTS = [
+    ("dse", ["--random", "0"], "--random"),
+    ("dse", ["--only", "ext_latency=99"], "--only"),
+    ("dse", ["--only", "n=8"], "--only"),
     ("decode_report", ["--steps", "0"], "--steps"),
     ("decode_report", ["--steps", "1"], "--steps"),
     ("decode_report", ["--steps", "100000"], "--steps"),  # used to calibrate for minutes, then fail

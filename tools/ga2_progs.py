@@ -24,7 +24,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
 import cli  # noqa: E402
-from capra import isa  # noqa: E402
 from capra.compiler import ext_limit  # noqa: E402
 from capra.machine import Machine, run_program  # noqa: E402
 
@@ -95,7 +94,7 @@ def sections(rec: Sequence[int]) -> dict[str, slice]:
 
 
 def record(code: Sequence[int], ext: Sequence[int], extw: int | None = None,
-           ext_latency: int = isa.EXT_LATENCY) -> list[int]:
+           ext_latency: int | None = None) -> list[int]:
     """One program's record, its expectations from the machine model: every external word that
     changed, every scratchpad word the program wrote (the scratchpad is never cleared, so words it
     did not write hold whatever came before and are not compared) and the five counters.

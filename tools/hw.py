@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -162,12 +163,25 @@ def replay_defines(image_words: int, extw: int, *extra: str) -> tuple[str, ...]:
     return tuple(defines)
 
 
+def config_defines(extra_defines: Sequence[str] = ()) -> tuple[str, ...]:
+    """The active configuration's defines (capra/config.py; none at the default, so the default
+    builds keep their cache keys): the chip's, and EXT_LATENCY unless `extra_defines` sets it."""
+    if str(Path(ROOT) / "model") not in sys.path:
+        sys.path.insert(0, str(Path(ROOT) / "model"))
+    from capra import config
+
+    cfg = config.active()
+    given = any(d.startswith("EXT_LATENCY=") for d in extra_defines)
+    return tuple(d for d in cfg.defines() if not (given and d.startswith("EXT_LATENCY=")))
+
+
 def replay(image: Path, programs: int, extw: int, extra_defines: Sequence[str] = (), dump: bool = True,
            timeout: float | None = 3600) -> list[cli.Replay]:
     """Replay an image of `programs` programs in Icarus and in Verilator; one judged Replay each
-    (``cli.replay_verdict``). A simulator that cannot be built or run is a failed replay, named."""
+    (``cli.replay_verdict``). A simulator that cannot be built or run is a failed replay, named.
+    The chip is built for the active configuration (``config_defines``)."""
     words = sum(1 for _ in open(image))
-    defines = replay_defines(words, extw, *(["DUMP"] if dump else []), *extra_defines)
+    defines = replay_defines(words, extw, *(["DUMP"] if dump else []), *extra_defines, *config_defines(extra_defines))
     rel = image.relative_to(ROOT) if image.is_relative_to(ROOT) else image
     results = []
     for name, simulate in SIMULATORS:

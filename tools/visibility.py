@@ -77,7 +77,7 @@ def _expectations(record: list[int], external_only: bool = False) -> list[int]:
 
 
 def program_visibility(code: list[int], ext: list[int], extw: int = EXTW,
-                       ext_latency: int = isa.EXT_LATENCY, external_only: bool = False) -> Visibility:
+                       ext_latency: int | None = None, external_only: bool = False) -> Visibility:
     """Corrupt each word each compute instruction of one program writes, one at a time."""
     init = list(ext)
     while init and init[-1] == 0:

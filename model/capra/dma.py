@@ -64,7 +64,9 @@ def bank_windows(words: np.ndarray, first_cycle: int) -> dict[int, tuple[int, in
 class DmaTimeline:
     """The engine's state: unfinished transfers (oldest first), when it is next free, busy cycles."""
 
-    def __init__(self, latency: int = isa.EXT_LATENCY) -> None:
+    def __init__(self, latency: int | None = None) -> None:
+        if latency is None:  # the active configuration's (capra/config.py)
+            latency = isa.EXT_LATENCY
         if not 0 <= latency < isa.DMA_PENDING:
             raise ValueError(f"external read latency {latency} is outside 0..{isa.DMA_PENDING - 1} "
                              f"(the DMA keeps at most {isa.DMA_PENDING} reads waiting for their answers)")

@@ -19,10 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import config as _config
+
+# The constants marked "config" derive from the active configuration (capra/config.py: the
+# GA2_CONFIG environment variable, or ``with capra.config.use(cfg)``); the others are fixed.
+_CFG = _config.active()
+
 # --- hardware parameters --------------------------------------------------------------------
 N = 4  # the systolic array is N x N int8 MACs; N equals the int8 lanes of one word
 LANES = 4  # int8 values per 32-bit word
-SRAM_WORDS = 4096  # on-chip scratchpad, 32-bit words
+SRAM_WORDS = _CFG.sram_words  # config: on-chip scratchpad, 32-bit words (default 4096)
 SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits) x LANES lanes (low bits)
 SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS  # a group is a quarter of the address space
 SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t returns its data in cycle t + 2
@@ -33,9 +39,9 @@ MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduct
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
 # --- timing constants (cycles) -----------------------------------------------------------------
-DMA_QUEUE = 4  # transfers issued and not yet finished (the queue's depth)
-DMA_PENDING = 32  # LOAD words requested and not yet answered: external latencies up to DMA_PENDING - 1
-EXT_LATENCY = 4  # external read latency of the default memory (cycles from request to response)
+DMA_QUEUE = _CFG.dma_queue  # config: transfers issued and not yet finished (the queue's depth; default 4)
+DMA_PENDING = _config.DMA_PENDING  # 32 LOAD words requested and not yet answered: latencies up to DMA_PENDING - 1
+EXT_LATENCY = _CFG.ext_latency  # config: external read latency (cycles from request to response; default 4)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 
 # the matmul engine's pipeline (rtl/ga2_mm.v)
@@ -101,6 +107,15 @@ VEC_NAMES = {
 }
 
 FIELD_MASK16 = 0xFFFF
+
+
+def _configure(cfg: _config.Config) -> None:
+    """Set the constants that derive from the configuration (called by capra.config.use)."""
+    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY
+    SRAM_WORDS = cfg.sram_words
+    SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS
+    DMA_QUEUE = cfg.dma_queue
+    EXT_LATENCY = cfg.ext_latency
 
 
 @dataclass(frozen=True)

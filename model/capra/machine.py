@@ -116,7 +116,7 @@ class Machine:
     """GA2 state: scratchpad, external memory, quantization registers, clock, DMA engine, counters."""
 
     ext: np.ndarray
-    ext_latency: int = isa.EXT_LATENCY
+    ext_latency: int | None = None  # None: the active configuration's (capra/config.py)
     sram: np.ndarray = field(default_factory=lambda: np.zeros(isa.SRAM_WORDS, dtype=np.uint32))
     written: np.ndarray = field(default_factory=lambda: np.zeros(isa.SRAM_WORDS, dtype=bool))
     qa: int = 0
@@ -130,11 +130,13 @@ class Machine:
     dma: DmaTimeline = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.ext_latency is None:
+            self.ext_latency = isa.EXT_LATENCY
         self.dma = DmaTimeline(self.ext_latency)
 
     @classmethod
     def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False,
-                 ext_latency: int = isa.EXT_LATENCY) -> Machine:
+                 ext_latency: int | None = None) -> Machine:
         words = np.zeros(extw if extw is not None else len(ext), dtype=np.uint32)
         image = np.asarray(ext, dtype=np.int64) & 0xFFFFFFFF
         if len(image) > len(words):
@@ -422,7 +424,7 @@ def disassemble(ins: Instr) -> str:
 
 
 def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None,
-                ext_latency: int = isa.EXT_LATENCY) -> Machine:
+                ext_latency: int | None = None) -> Machine:
     """Run `code` on a fresh machine whose external memory starts as `ext` (zero-padded to extw)."""
     m = Machine.with_ext(ext, extw, ext_latency=ext_latency)
     m.run(list(code))

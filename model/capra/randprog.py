@@ -48,7 +48,7 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int, store_at) ->
     live = np.flatnonzero(written)
 
     def sram() -> int:
-        return rng.randrange(0, 3500)
+        return rng.randrange(0, isa.SRAM_WORDS * 3500 // 4096)  # 0..3499 at the default 4096 words
 
     def src(n: int = 1) -> int:
         """The start of n written words in a row (usually), else any word."""
@@ -102,7 +102,7 @@ def _candidate(rng: random.Random, written: np.ndarray, qbias: int, store_at) ->
                     sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 
 
-def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATENCY) -> tuple[list[int], list[int]]:
+def random_program(seed: int, length: int = 14, ext_latency: int | None = None) -> tuple[list[int], list[int]]:
     """A valid random program of about `length` instructions and its external memory image; it
     grows on until a compute instruction has written a word that is not zero (a program that
     computes only zeros, say with a multiplier of 0, would show few errors)."""
@@ -126,7 +126,8 @@ def random_program(seed: int, length: int = 14, ext_latency: int = isa.EXT_LATEN
     # data to compute on from the start: a block in one bank group, then (in flight) one in another
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
     accept(asm.wait())
-    accept(asm.load(rng.randrange(1024, 3400), rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
+    second = rng.randrange(isa.SRAM_GROUP_WORDS, isa.SRAM_WORDS * 3400 // 4096)  # 1024..3399 at 4096 words
+    accept(asm.load(second, rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
     results = DATA_WORDS + rng.randrange(16)  # where the next STORE goes
 
     def store_at(span: int) -> int:

@@ -1,0 +1,173 @@
+"""GA2's configuration: the parameters a design-space sweep may change, in one place.
+
+``Config(ext_latency=4, sram_words=4096, dma_queue=4)`` is today's chip (``DEFAULT``). The *active*
+configuration is the one ``capra.isa``'s constants derive from (``isa.SRAM_WORDS``,
+``isa.SRAM_GROUP_WORDS``, ``isa.DMA_QUEUE``, ``isa.EXT_LATENCY``), so the machine model, the DMA
+timeline, the compiler and the timing functions all read it. It is chosen
+
+  * once at import, from the environment variable ``GA2_CONFIG`` (e.g.
+    ``GA2_CONFIG="ext_latency=8,sram_words=2048"``; unset or empty: the default), so each worker
+    process of a sweep can run its own;
+  * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit).
+
+The RTL takes the same values as defines (``Config.defines()``: ``GA2_SRAM_WORDS_D``,
+``GA2_DMA_QUEUE_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes them for the active
+configuration, so a simulator is built (and cached) per configuration.
+
+Two fields are there to be named, not yet to be changed: ``n`` (the systolic array is n x n; N = 4 =
+the int8 lanes of a 32-bit word is built into the packing of every operand) and ``ext_words`` (the
+external words moved per cycle). Any other value is a ``ConfigError`` saying so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+
+DMA_PENDING = 32  # LOAD words the DMA keeps waiting for their answers (rtl/dma.v PENDING): latency bound
+SRAM_MIN_WORDS = 2048  # the smallest scratchpad the units' address datapaths are built for (11 bits)
+SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address width: at most 14 bits
+DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
+ENV = "GA2_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A configuration GA2 cannot be built with; the message names the field and the allowed values."""
+
+
+def _int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r}: it must be an integer")
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    """One GA2 configuration (validated on construction)."""
+
+    ext_latency: int = 4  # the external memory's read latency, cycles from request to answer
+    sram_words: int = 4096  # the scratchpad, 32-bit words (16 banks: 4 address-range groups x 4 lanes)
+    dma_queue: int = 4  # DMA transfers issued and not yet finished
+    n: int = 4  # the systolic array is n x n int8 MACs (only 4 is built)
+    ext_words: int = 1  # external words moved per cycle (only 1 is built)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _int(f.name, getattr(self, f.name))
+        if self.n != 4:
+            raise ConfigError(f"n={self.n}: only n=4 is built (N = the four int8 lanes of a 32-bit word is "
+                              "built into the packing of every operand; other array sizes are not built yet)")
+        if self.ext_words != 1:
+            raise ConfigError(f"ext_words={self.ext_words}: only one external word per cycle is built "
+                              "(wider external interfaces are not built yet)")
+        if not 0 <= self.ext_latency < DMA_PENDING:
+            raise ConfigError(f"ext_latency={self.ext_latency}: it must be in 0..{DMA_PENDING - 1} (the DMA keeps "
+                              f"at most {DMA_PENDING} reads waiting for their answers)")
+        w = self.sram_words
+        if w < 1 or w & (w - 1):
+            raise ConfigError(f"sram_words={w}: it must be a power of two (the bank of a word is its two "
+                              "high and two low address bits)")
+        if not SRAM_MIN_WORDS <= w <= SRAM_MAX_WORDS:
+            raise ConfigError(f"sram_words={w}: it must be in {SRAM_MIN_WORDS}..{SRAM_MAX_WORDS} (the 16 banks and "
+                              "the units' address datapaths are built for 11 to 14 address bits)")
+        if not 1 <= self.dma_queue <= DMA_QUEUE_MAX:
+            raise ConfigError(f"dma_queue={self.dma_queue}: it must be in 1..{DMA_QUEUE_MAX}")
+
+    @property
+    def sram_aw(self) -> int:
+        """Scratchpad address bits."""
+        return self.sram_words.bit_length() - 1
+
+    def changes(self) -> dict[str, int]:
+        """The fields that differ from the default, in field order."""
+        return {k: v for k, v in asdict(self).items() if v != getattr(DEFAULT, k)}
+
+    def key(self) -> str:
+        """All fields as ``name=value,...``: parse(key()) == self; names a cache entry."""
+        return ",".join(f"{k}={v}" for k, v in asdict(self).items())
+
+    def label(self) -> str:
+        """The sweep's short name: ``L4 S4096 Q4``."""
+        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}"
+
+    def rtl_defines(self) -> tuple[str, ...]:
+        """The chip's defines (rtl/ga2_defs.vh); none at the default, so today's builds stay cached."""
+        out = []
+        if self.sram_words != DEFAULT.sram_words:
+            out.append(f"GA2_SRAM_WORDS_D={self.sram_words}")
+        if self.dma_queue != DEFAULT.dma_queue:
+            out.append(f"GA2_DMA_QUEUE_D={self.dma_queue}")
+        return tuple(out)
+
+    def defines(self) -> tuple[str, ...]:
+        """The chip's defines and the replay testbench's EXT_LATENCY (only what differs from the default)."""
+        extra = (f"EXT_LATENCY={self.ext_latency}",) if self.ext_latency != DEFAULT.ext_latency else ()
+        return self.rtl_defines() + extra
+
+    @staticmethod
+    def parse(text: str) -> Config:
+        """``"ext_latency=8,sram_words=2048"`` (any subset of the fields; empty: the default)."""
+        known = {f.name for f in fields(Config)}
+        values: dict[str, int] = {}
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            name, eq, value = part.partition("=")
+            name = name.strip()
+            if not eq or name not in known:
+                raise ConfigError(f"{part!r}: expected name=value with a name among {', '.join(sorted(known))}")
+            if name in values:
+                raise ConfigError(f"{name} given twice in {text!r}")
+            try:
+                values[name] = int(value.strip(), 10)
+            except ValueError:
+                raise ConfigError(f"{name}={value.strip()!r}: it must be a decimal integer") from None
+        return Config(**values)
+
+
+DEFAULT = Config()
+
+
+def _from_env() -> Config:
+    text = os.environ.get(ENV, "")
+    try:
+        return Config.parse(text)
+    except ConfigError as error:
+        raise ConfigError(f"{ENV}={text!r}: {error}") from None
+
+
+_active = _from_env()
+
+
+def active() -> Config:
+    """The configuration capra.isa's constants derive from now."""
+    return _active
+
+
+def _apply(cfg: Config) -> None:
+    global _active
+    from . import isa
+
+    _active = cfg
+    isa._configure(cfg)
+
+
+def set_active(cfg: Config) -> None:
+    """Make `cfg` the active configuration for the rest of the process (a sweep's worker)."""
+    if not isinstance(cfg, Config):
+        raise ConfigError(f"{cfg!r} is not a capra.config.Config")
+    _apply(cfg)
+
+
+@contextmanager
+def use(cfg: Config) -> Iterator[Config]:
+    """``with use(cfg):`` the machine model, the compiler and isa's timing follow `cfg`; the previous
+    configuration is restored on exit. Not for threads: the active configuration is per process."""
+    before = _active
+    set_active(cfg)
+    try:
+        yield cfg
+    finally:
+        _apply(before)

@@ -1,0 +1,112 @@
+"""The configuration (model/capra/config.py): validation, the active one, and exactness at corners."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from capra import config, isa
+from capra.config import Config, ConfigError
+from capra.machine import Machine
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"ext_latency": -1}, "ext_latency=-1"), ({"ext_latency": 32}, "ext_latency=32"),
+    ({"sram_words": 3000}, "power of two"), ({"sram_words": 1024}, "2048..16384"),
+    ({"sram_words": 32768}, "2048..16384"), ({"dma_queue": 0}, "dma_queue=0"), ({"dma_queue": 17}, "dma_queue=17"),
+    ({"n": 8}, "only n=4 is built"), ({"ext_words": 2}, "only one external word per cycle"),
+    ({"dma_queue": True}, "integer"), ({"sram_words": 4096.0}, "integer"),
+])
+def test_bad_configurations_are_named(fields, named):
+    with pytest.raises(ConfigError, match=named):
+        Config(**fields)
+
+
+def test_parse_round_trips_and_refuses_by_name():
+    cfg = Config(ext_latency=8, sram_words=2048, dma_queue=2)
+    assert Config.parse(cfg.key()) == cfg
+    assert Config.parse("") == config.DEFAULT
+    assert Config.parse(" ext_latency = 0 ") == Config(ext_latency=0)
+    for text, named in (("latency=3", "expected name=value"), ("ext_latency=x", "decimal integer"),
+                        ("dma_queue=2,dma_queue=4", "given twice"), ("sram_words", "expected name=value")):
+        with pytest.raises(ConfigError, match=named):
+            Config.parse(text)
+
+
+def test_default_is_todays_chip_and_emits_no_defines():
+    assert config.DEFAULT == Config(ext_latency=4, sram_words=4096, dma_queue=4, n=4, ext_words=1)
+    assert config.DEFAULT.defines() == ()
+    assert Config(ext_latency=8, sram_words=8192, dma_queue=2).defines() == (
+        "GA2_SRAM_WORDS_D=8192", "GA2_DMA_QUEUE_D=2", "EXT_LATENCY=8")
+
+
+def test_use_sets_isa_and_the_machine_and_restores():
+    before = (isa.SRAM_WORDS, isa.SRAM_GROUP_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY)
+    with config.use(Config(ext_latency=8, sram_words=2048, dma_queue=2)):
+        assert (isa.SRAM_WORDS, isa.SRAM_GROUP_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY) == (2048, 512, 2, 8)
+        m = Machine.with_ext([0] * 4, 16)
+        assert (len(m.sram), m.ext_latency, m.dma.latency) == (2048, 8, 8)
+        assert isa.bank_of(512) == 4 and isa.bank_of(2047) == 15  # groups are quarters of 2048 words
+    assert (isa.SRAM_WORDS, isa.SRAM_GROUP_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY) == before
+
+
+def test_environment_variable_selects_the_configuration_at_import():
+    code = "from capra import isa; print(isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY)"
+    env = {**os.environ, "GA2_CONFIG": "ext_latency=8,sram_words=2048"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT / "model", capture_output=True, text=True)
+    assert out.stdout.split() == ["2048", "4", "8"], out.stderr
+    env["GA2_CONFIG"] = "ext_latency=99"
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT / "model", capture_output=True, text=True)
+    assert out.returncode != 0 and "GA2_CONFIG='ext_latency=99': ext_latency=99" in out.stderr
+
+
+def test_a_full_queue_follows_the_configuration():
+    """LOADs of one word each: with a queue of q, LOAD number q + 1 waits for the first to end (an
+    independent count from docs/isa.md's timing: a 1-word LOAD issued at t ends at t + 1 + 1 + L + 2)."""
+    from capra import asm
+
+    for q in (2, 8):
+        with config.use(Config(dma_queue=q, ext_latency=0)):
+            code = [w for i in range(q + 1) for w in asm.load(i, i, 1, 1)] + asm.halt()
+            m = Machine.with_ext(list(range(16)), 16)
+            m.run(code)
+            assert m.counters.as_list()[4] > 0  # stalled on the DMA once the queue was full
+            m2 = Machine.with_ext(list(range(16)), 16)
+            m2.run([w for i in range(q) for w in asm.load(i, i, 1, 1)] + asm.wait() + asm.halt())
+            assert m2.counters.as_list()[4] > 0  # the WAIT stalls, but no LOAD did (q fit)
+
+
+CORNERS = (Config(ext_latency=0, sram_words=2048, dma_queue=2), Config(ext_latency=8, sram_words=8192, dma_queue=8))
+
+
+@pytest.mark.needs_tool("verilator")
+@pytest.mark.parametrize("cfg", CORNERS, ids=lambda c: c.label().replace(" ", "_"))
+def test_rtl_lints_clean_at_each_swept_size(cfg):
+    cmd = ["verilator", "--lint-only", "-Wall", "--default-language", "1364-2005", "-Irtl",
+           *[f"-D{d}" for d in cfg.rtl_defines()], "rtl/lint.vlt", *sorted(str(p.relative_to(ROOT))
+                                                                          for p in (ROOT / "rtl").glob("*.v")),
+           "--top-module", "ga2"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.needs_tool("iverilog")
+@pytest.mark.needs_tool("verilator")
+@pytest.mark.parametrize("cfg", CORNERS, ids=lambda c: c.label().replace(" ", "_"))
+def test_corner_configuration_is_exact_on_both_simulators(cfg):
+    """20 random programs and the 32-step decode, replayed in Icarus and Verilator built for `cfg`."""
+    import dse
+
+    before = config.active()
+    with config.use(cfg):
+        result = dse.point(cfg, 20)
+    assert config.active() == before
+    assert "fits" not in result, result.get("fits")
+    assert result["problems"] == []
+    assert result["programs"] == 20 + dse.STEPS
