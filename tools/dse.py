@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"figure: {figure.relative_to(ROOT)} (* in the table: the Pareto front, cycles per token vs BRAM)")
     problems = [p for r in ordered for p in r["problems"]]
     checked = sum(1 for r in ordered if "per_token" in r)
-    return cli.finish(problems, checked, f"{checked} configurations exact on both simulators "
+    return cli.finish(problems, checked, f"{checked} configuration{'s' * (checked != 1)} exact on both simulators "
                       f"({len(ordered) - checked} do not fit their scratchpad)")
 
 
