@@ -44,7 +44,8 @@ os.environ.setdefault("GA2_EXT", "8192")
 
 import batched  # noqa: E402
 import tiny_lm as T  # noqa: E402
-from paged_lm import ArrayPageTable, context_size  # noqa: E402
+from capra.checks import integer  # noqa: E402
+from paged_lm import ArrayPageTable, context_size, window_rows  # noqa: E402
 
 
 class ServingError(Exception):
@@ -82,13 +83,6 @@ class Request:
     @property
     def max_context(self) -> int:
         return context_size(self.rows, self.window)
-
-
-def integer(value, what: str, low: int, error: type[Exception] = ValueError) -> int:
-    """`value` as an int >= low (numpy integers too; a bool, a float or a string is refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise error(f"{what}={value!r}: it must be an integer >= {low}")
-    return int(value)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -411,8 +405,8 @@ def decode_alone(req: Request, programs: batched.BatchPrograms) -> tuple[list[in
     logits: list[list[int]] = []
     while len(tokens) < req.n_new:
         L = len(kc) + 1
-        lo = L - context_size(L, req.window)
-        window = (np.asarray(kc[lo:]).reshape(-1, T.D), np.asarray(vc[lo:]).reshape(-1, T.D))
+        window = (np.asarray(window_rows(kc, req.window)).reshape(-1, T.D),
+                  np.asarray(window_rows(vc, req.window)).reshape(-1, T.D))
         step = programs.run([feed[L - 1]], [window])
         kc.append(step.k[0])
         vc.append(step.v[0])

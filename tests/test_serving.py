@@ -37,11 +37,7 @@ def random_model():
 
 
 def rule(prompt, n):
-    toks, t = [], prompt[-1]
-    for _ in range(n):
-        t = T.f_next(t)
-        toks.append(t)
-    return toks
+    return paged_tests.rule_tokens(prompt[-1], n)[1:]
 
 
 # ---- the rows view ---------------------------------------------------------------------------------
@@ -256,19 +252,19 @@ def test_admission_asks_the_compiler_about_the_scratchpad(structured):
 
 @pytest.mark.parametrize("make, error, match", [
     (lambda: S.Request("a", (1,), 3), S.DuplicateRequest, "already submitted"),
-    (lambda: S.Request("b", (1,), -1), S.RequestRefused, "n_new=-1"),
-    (lambda: S.Request("c", (1,), 0), S.RequestRefused, "n_new=0"),
+    (lambda: S.Request("b", (1,), -1), S.RequestRefused, "n_new must be >= 1, got -1"),
+    (lambda: S.Request("c", (1,), 0), S.RequestRefused, "n_new must be >= 1, got 0"),
     (lambda: S.Request("d", (), 3), S.RequestRefused, "non-empty"),
     (lambda: S.Request("e", (16,), 3), S.RequestRefused, "token 16"),
     (lambda: S.Request("f", (1,), 3, 5), S.UnknownWindow, "window 5"),
-    (lambda: S.Request("g", (1,), 3, None, -4), S.RequestRefused, "arrival=-4"),
+    (lambda: S.Request("g", (1,), 3, None, -4), S.RequestRefused, "arrival must be >= 0, got -4"),
     (lambda: S.Request("h", (1,), 200), S.RequestRefused, "pages at once"),
     (lambda: S.Request("i", (1,), 2000, 8), S.RequestRefused, r"needs 3 pages|does not fit"),
-    (lambda: S.Request("j", (1,), True), S.RequestRefused, "n_new=True"),
-    (lambda: S.Request("k", (1,), 3, None, 2.0), S.RequestRefused, "arrival=2.0"),
-    (lambda: S.Request("l", (True,), 3), S.RequestRefused, "prompt token=True"),
+    (lambda: S.Request("j", (1,), True), S.RequestRefused, "n_new must be an integer, got True"),
+    (lambda: S.Request("k", (1,), 3, None, 2.0), S.RequestRefused, "arrival must be an integer, got 2.0"),
+    (lambda: S.Request("l", (True,), 3), S.RequestRefused, "prompt token must be an integer, got True"),
     (lambda: S.Request("m", [1, 2], 3), S.RequestRefused, "non-empty tuple"),
-    (lambda: S.Request("n", (1,), 3, 8.0), S.UnknownWindow, "window=8.0"),
+    (lambda: S.Request("n", (1,), 3, 8.0), S.UnknownWindow, "window must be an integer, got 8.0"),
     (lambda: S.Request(["o"], (1,), 3), S.RequestRefused, "not hashable"),
     (lambda: ("p", (1,), 3), S.RequestRefused, "takes a Request"),
 ])
@@ -293,7 +289,7 @@ def test_a_context_beyond_the_scratchpad_is_refused_when_submitted(structured):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"b_max": 0}, "b_max"), ({"b_max": 2.5}, "b_max"), ({"b_max": True}, "b_max"), ({"n_pages": 0}, "n_pages"),
-    ({"n_pages": True}, "n_pages"), ({"page": 0}, "page"), ({"windows": (0,)}, "window=0"),
+    ({"n_pages": True}, "n_pages"), ({"page": 0}, "page"), ({"windows": (0,)}, "window must be >= 1, got 0"),
     ({"windows": 8}, "list of windows"), ({"windows": ()}, "at least one window"), ({"windows": (True,)}, "window"),
     ({"steps": 0}, "steps"), ({"programs": "x"}, "BatchPrograms"),
 ])

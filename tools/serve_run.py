@@ -78,12 +78,8 @@ def make_requests(n: int, seed: int, window: int | None) -> list[S.Request]:
 
 
 def rule(prompt: tuple[int, ...], n: int) -> list[int]:
-    """The structured model's tokens after a prompt: f applied to the last prompt token, n times."""
-    toks, t = [], prompt[-1]
-    for _ in range(n):
-        t = T.f_next(t)
-        toks.append(t)
-    return toks
+    """The structured model's n tokens after a prompt: its rule applied to the last prompt token."""
+    return paged_tests.rule_tokens(prompt[-1], n)[1:]
 
 
 def serve(m, programs, reqs, b_max: int, pages: int) -> tuple[S.Report, list[str]]:

@@ -42,13 +42,19 @@ def number(value, what: str, error: type[Exception] = ValueError, positive: bool
     return x
 
 
-def dimension(value, what: str, error: type[Exception] = ValueError) -> int:
-    """A tensor dimension: an integer >= 1 (not a bool, not a float such as 2.0 or 2.7)."""
+def integer(value, what: str, low: int = 0, error: type[Exception] = ValueError) -> int:
+    """An integer >= low, as an int: numpy integers are taken, a bool or a float such as 2.0 or 2.7
+    is refused (a count or a size that arrives as one is a mistake upstream)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
         raise error(f"{what} must be an integer, got {value!r}")
-    if value < 1:
-        raise error(f"{what} must be >= 1, got {value!r}")
+    if value < low:
+        raise error(f"{what} must be >= {low}, got {value!r}")
     return int(value)
+
+
+def dimension(value, what: str, error: type[Exception] = ValueError) -> int:
+    """A tensor dimension: an integer >= 1."""
+    return integer(value, what, 1, error)
 
 
 def shape2(value, what: str, error: type[Exception] = ValueError) -> tuple[int, int]:
