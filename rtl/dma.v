@@ -4,6 +4,10 @@
 // QUEUE transfers (issued and not finished). Row r uses ext[ext_base + r*ext_stride + c] and
 // sram[sram_base + r*sram_stride + c].
 //
+// Words move in beats of up to EW consecutive words of one row (EW = 1 or 2, the external
+// interface's width): a beat is one external request (address of its first word, a mask of its
+// words) and one scratchpad line access; a row of cols words takes ceil(cols / EW) beats.
+//
 // External port: requests with valid/ready (a read, or a write with its data), responses to reads
 // in request order with rsp_valid (the DMA always takes them). Any latency works; the cycle counts
 // below (and the machine model's) assume a memory that is always ready and answers a read L cycles
@@ -11,11 +15,11 @@
 //
 // Timing with such a memory. A transfer takes its descriptor in cycle s (its one "setup" cycle):
 // s = max(issue + 1, when the engine is free, for a STORE: one cycle after every LOAD before it
-// has ended, so it stores what they brought). With n = rows * cols words:
-//   LOAD   requests words in cycles s+1 .. s+n; word i is written to the scratchpad in cycle
-//          s+2+L+i; the transfer ends (stops counting as in flight) at s+n+L+2. The engine is free
+// has ended, so it stores what they brought). With n = rows * ceil(cols / EW) beats:
+//   LOAD   requests beats in cycles s+1 .. s+n; beat b is written to the scratchpad in cycle
+//          s+2+L+b; the transfer ends (stops counting as in flight) at s+n+L+2. The engine is free
 //          for the next transfer's setup at s+n+1: a LOAD's answers overlap the next requests.
-//   STORE  reads word i from the scratchpad in cycle s+1+i and sends it in s+3+i; it ends at
+//   STORE  reads beat b from the scratchpad in cycle s+1+b and sends it in s+3+b; it ends at
 //          s+n+3, and the engine is free at s+n+2.
 // `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
 // its descriptor has not ended.
@@ -23,6 +27,7 @@ module dma #(
     parameter integer QUEUE   = 4,   // 1..16
     parameter integer PENDING = 32,
     parameter integer AW      = 12,  // scratchpad address bits
+    parameter integer EW      = 1,   // words per beat: the external interface's width (1 or 2)
     parameter integer QW      = $clog2(QUEUE + 1)  // bits of a count 0..QUEUE (inflight)
 ) (
     input  wire        clk,
@@ -40,16 +45,17 @@ module dma #(
     output wire        ext_req_valid,
     input  wire        ext_req_ready,
     output wire        ext_req_we,
+    output wire [EW-1:0] ext_req_mask,   // the beat's words (word j at ext_req_addr + j)
     output wire [15:0] ext_req_addr,
-    output wire [31:0] ext_req_wdata,
+    output wire [32*EW-1:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
-    input  wire [31:0] ext_rsp_rdata,
-    output wire        sram_re,
+    input  wire [32*EW-1:0] ext_rsp_rdata,
+    output wire [EW-1:0] sram_re,        // a line of the beat's words from sram_raddr
     output wire [AW-1:0] sram_raddr,
-    input  wire [31:0] sram_rdata,
-    output reg         sram_we,
+    input  wire [32*EW-1:0] sram_rdata,
+    output reg  [EW-1:0] sram_we,        // a line of the beat's words to sram_waddr
     output reg  [AW-1:0] sram_waddr,
-    output reg  [31:0] sram_wdata
+    output reg  [32*EW-1:0] sram_wdata
 );
     localparam integer DW  = 1 + 16 + 16 + 16 + 16 + AW + AW;  // a descriptor
     localparam integer PW  = $clog2(PENDING);
@@ -58,6 +64,7 @@ module dma #(
     localparam integer ONE      = 1;
     localparam [QPW-1:0] Q_LAST = QUEUE_M1[QPW-1:0];
     localparam [QW-1:0]  Q_ONE  = ONE[QW-1:0];
+    localparam integer EW_M1    = EW - 1;
 
     // ------------------------------------------------------------------ descriptors waiting
     reg [DW-1:0] dq [0:QUEUE-1];
@@ -76,25 +83,36 @@ module dma #(
     reg [QW-1:0] loads_out;            // of those, LOADs
     wire [15:0] e_addr  = e_row + c;
     wire [AW-1:0] s_addr = s_row + c[AW-1:0];
-    wire        last_wd = (r == rows_m1) && (c == cols_m1);
+    // the beat: its words c .. c+EW-1 that lie in the row, and whether it ends the row
+    reg  [EW-1:0] bmask;
+    integer bj;
+    always @* begin
+        for (bj = 0; bj < EW; bj = bj + 1) bmask[bj] = ({1'b0, c} + bj[16:0]) <= {1'b0, cols_m1};
+    end
+    wire        row_end = ({1'b0, c} + EW_M1[16:0]) >= {1'b0, cols_m1};
+    wire        last_wd = (r == rows_m1) && row_end;
 
-    // LOAD answers still to come: the scratchpad word each goes to, and whether it ends a transfer
-    reg [AW:0]  pq [0:PENDING-1];
+    // LOAD answers still to come: the scratchpad line each goes to ({last, mask, address}), and
+    // whether it ends a transfer
+    localparam integer PQW = 1 + EW + AW;
+    reg [PQW-1:0] pq [0:PENDING-1];
     reg [PW-1:0] pq_rp, pq_wp;
     reg [PW:0]  pq_count;
 
-    // STORE words on their way: read from the scratchpad, then sent (a small skid buffer keeps
+    // STORE beats on their way: read from the scratchpad, then sent (a small skid buffer keeps
     // them when the memory is not ready)
     localparam integer SKID = 4;
+    localparam integer SW   = 1 + EW + 16 + 32 * EW;  // {last, mask, ext address, data}
     reg        st1_v, st2_v, st1_last, st2_last;
     reg [15:0] st1_addr, st2_addr;
-    reg [48:0] sk [0:SKID-1];          // {last, ext address, data}
+    reg [EW-1:0] st1_mask, st2_mask;
+    reg [SW-1:0] sk [0:SKID-1];
     reg [1:0]  sk_rp, sk_wp;
     reg [2:0]  sk_count;
-    wire        arr_v    = st2_v;      // a stored word's data is here this cycle
-    wire [48:0] arr      = {st2_last, st2_addr, sram_rdata};
+    wire        arr_v    = st2_v;      // a stored beat's data is here this cycle
+    wire [SW-1:0] arr    = {st2_last, st2_mask, st2_addr, sram_rdata};
     wire        st_v     = (sk_count != 3'd0) || arr_v;
-    wire [48:0] st_out   = (sk_count != 3'd0) ? sk[sk_rp] : arr;
+    wire [SW-1:0] st_out = (sk_count != 3'd0) ? sk[sk_rp] : arr;
     wire        st_fire  = st_v && ext_req_ready;
     wire [3:0]  st_held  = {1'b0, sk_count} + {3'd0, st1_v} + {3'd0, st2_v};
     wire        st_room  = st_held < SKID[3:0];
@@ -105,9 +123,10 @@ module dma #(
     wire st_rd   = (state == R_REQ) && store && st_room;  // read the next word to store
     assign ext_req_valid = st_v || ld_v;
     assign ext_req_we    = st_v;
-    assign ext_req_addr  = st_v ? st_out[47:32] : e_addr;
-    assign ext_req_wdata = st_out[31:0];
-    assign sram_re       = st_rd;
+    assign ext_req_mask  = st_v ? st_out[SW-2 -: EW] : bmask;
+    assign ext_req_addr  = st_v ? st_out[32*EW +: 16] : e_addr;
+    assign ext_req_wdata = st_out[32*EW-1:0];
+    assign sram_re       = st_rd ? bmask : {EW{1'b0}};
     assign sram_raddr    = s_addr;
 
     wire advance  = ld_fire || st_rd;  // the current transfer's word went out
@@ -123,7 +142,7 @@ module dma #(
     // completions: a LOAD's last answer written, a STORE's last word sent
     reg  rsp_v, rsp_last;
     wire ld_end   = rsp_v && rsp_last;
-    wire st_end   = st_fire && st_out[48];
+    wire st_end   = st_fire && st_out[SW-1];
     wire ends     = ld_end || st_end;
     assign busy   = (active != {QW{1'b0}});
 
@@ -159,13 +178,13 @@ module dma #(
 
             // the request engine
             if (advance) begin
-                if (c == cols_m1) begin
+                if (row_end) begin
                     c <= 16'd0;
                     r <= r + 16'd1;
                     e_row <= e_row + e_stride;
                     s_row <= s_row + s_stride;
                 end else begin
-                    c <= c + 16'd1;
+                    c <= c + EW[15:0];
                 end
             end
             case (state)
@@ -191,7 +210,7 @@ module dma #(
     // ------------------------------------------------------------------- LOAD answers
     // A memory with no latency answers in the request's own cycle, before the request's entry is
     // in the queue: then the entry is taken straight from the request.
-    wire [AW:0] pq_head = (pq_count == {(PW+1){1'b0}}) ? {last_wd, s_addr} : pq[pq_rp];
+    wire [PQW-1:0] pq_head = (pq_count == {(PW+1){1'b0}}) ? {last_wd, bmask, s_addr} : pq[pq_rp];
     always @(posedge clk) begin
         if (rst) begin
             pq_rp <= {PW{1'b0}};
@@ -199,18 +218,18 @@ module dma #(
             pq_count <= {(PW+1){1'b0}};
             rsp_v <= 1'b0;
             rsp_last <= 1'b0;
-            sram_we <= 1'b0;
+            sram_we <= {EW{1'b0}};
         end else if (ld_fire || ext_rsp_valid || rsp_v) begin  // idle otherwise
             if (ld_fire) begin
-                pq[pq_wp] <= {last_wd, s_addr};
+                pq[pq_wp] <= {last_wd, bmask, s_addr};
                 pq_wp <= pq_wp + 1'b1;
             end
             if (ext_rsp_valid) pq_rp <= pq_rp + 1'b1;
             pq_count <= pq_count + {{PW{1'b0}}, ld_fire} - {{PW{1'b0}}, ext_rsp_valid};
             // an answer is written the cycle after it comes
             rsp_v <= ext_rsp_valid;
-            rsp_last <= ext_rsp_valid && pq_head[AW];
-            sram_we <= ext_rsp_valid;
+            rsp_last <= ext_rsp_valid && pq_head[PQW-1];
+            sram_we <= ext_rsp_valid ? pq_head[AW +: EW] : {EW{1'b0}};
         end
         if (ext_rsp_valid) begin
             sram_waddr <= pq_head[AW-1:0];
@@ -227,16 +246,22 @@ module dma #(
             st2_last <= 1'b0;
             st1_addr <= 16'd0;
             st2_addr <= 16'd0;
+            st1_mask <= {EW{1'b0}};
+            st2_mask <= {EW{1'b0}};
             sk_rp <= 2'd0;
             sk_wp <= 2'd0;
             sk_count <= 3'd0;
         end else if (st_rd || st1_v || st2_v || sk_count != 3'd0) begin  // idle otherwise
             st1_v <= st_rd;
             st1_last <= st_rd && last_wd;
-            if (st_rd) st1_addr <= e_addr;
+            if (st_rd) begin
+                st1_addr <= e_addr;
+                st1_mask <= bmask;
+            end
             st2_v <= st1_v;
             st2_last <= st1_last;
             st2_addr <= st1_addr;
+            st2_mask <= st1_mask;
             // the arriving word waits in the skid buffer unless it went out at once
             if (arr_v && !(sk_count == 3'd0 && st_fire)) begin
                 sk[sk_wp] <= arr;

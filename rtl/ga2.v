@@ -1,5 +1,6 @@
 `timescale 1ns/1ps
 `default_nettype none
+`include "ga2_cfg.vh"
 // ga2: the top. Instruction fetch and decode, dispatch to the units, the DMA engine, the five
 // cycle counters, halt.
 // Instruction memory: four banks (word 0..3 of every instruction), each IMEM_INSTRS x 32 with a
@@ -14,7 +15,8 @@
 // running past the last instruction of the memory, halts with `illegal` set.
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
 // The external port is the DMA engine's (see rtl/dma.v): requests with valid/ready, read answers
-// in order with rsp_valid.
+// in order with rsp_valid; GA2_EXT_WORDS words wide (a request moves the words ext_req_addr + j
+// that ext_req_mask names).
 module ga2 (
     input  wire        clk,
     input  wire        rst,
@@ -35,15 +37,17 @@ module ga2 (
     output wire        ext_req_valid,
     input  wire        ext_req_ready,
     output wire        ext_req_we,
+    output wire [`GA2_EXT_WORDS_D-1:0]    ext_req_mask,
     output wire [15:0] ext_req_addr,
-    output wire [31:0] ext_req_wdata,
+    output wire [32*`GA2_EXT_WORDS_D-1:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
-    input  wire [31:0] ext_rsp_rdata
+    input  wire [32*`GA2_EXT_WORDS_D-1:0] ext_rsp_rdata
 );
     `include "ga2_defs.vh"
     localparam integer IAW = GA2_IMEM_AW;
     localparam integer SAW = GA2_SRAM_AW;    // scratchpad address bits (12 at the default)
     localparam integer QW  = GA2_DMA_QW;     // bits of a count of transfers 0..QUEUE
+    localparam integer EW  = GA2_EXT_WORDS;  // words of a DMA beat
 
     reg            executing;
     reg [3:0]      cur_op;
@@ -107,16 +111,18 @@ module ga2 (
     wire [3:0]   mm_mask;
     wire [SAW-1:0] mm_ra, mm_wa, vec_ra, vec_rb, vec_wa, sm_ra, sm_wa, dma_sra, dma_swa;
     wire [127:0] p0_data;
-    wire [31:0]  p1_data, dma_srd, mm_wd, vec_wd, sm_wd, dma_swd;
-    wire         mm_we, vec_we, sm_we, dma_swe, dma_sre, vec_rae, vec_rbe, sm_re;
+    wire [31:0]  p1_data, mm_wd, vec_wd, sm_wd;
+    wire [32*EW-1:0] dma_srd, dma_swd;
+    wire [EW-1:0]    dma_swe, dma_sre;
+    wire         mm_we, vec_we, sm_we, vec_rae, vec_rbe, sm_re;
     wire         mm_done, vec_done, sm_done;
 
-    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .QW(QW)) u_dma (
+    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .EW(EW), .QW(QW)) u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
         .ext_base(fb), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
         .inflight(inflight), .busy(dma_busy),
         .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
-        .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
+        .ext_req_mask(ext_req_mask), .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
         .ext_rsp_rdata(ext_rsp_rdata),
         .sram_re(dma_sre), .sram_raddr(dma_sra), .sram_rdata(dma_srd),
         .sram_we(dma_swe), .sram_waddr(dma_swa), .sram_wdata(dma_swd)
@@ -173,7 +179,7 @@ module ga2 (
     wire [SAW-1:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
     wire [31:0] wc_data = is_mm ? mm_wd : is_vec ? vec_wd : sm_wd;
 
-    sram #(.WORDS(GA2_SRAM_WORDS), .AW(SAW)) u_sram (
+    sram #(.WORDS(GA2_SRAM_WORDS), .AW(SAW), .EW(EW)) u_sram (
         .clk(clk),
         .p0_mask(executing ? p0_mask : 4'd0), .p0_addr(p0_addr), .p0_data(p0_data),
         .p1_en(executing && is_vec && vec_rbe), .p1_addr(vec_rb), .p1_data(p1_data),

@@ -1,14 +1,8 @@
 // GA2 shared constants. model/capra/isa.py is the source of truth; tests/test_isa_sync.py checks
 // that every value here equals the Python one. Included inside module bodies; each module uses
 // only some of these names, hence the UNUSEDPARAM waiver around them (see rtl/lint.vlt).
-// The configurable sizes (model/capra/config.py) come from defines that tools/hw.py passes for a
-// configuration other than the default; without them, the default chip.
-`ifndef GA2_SRAM_WORDS_D
-`define GA2_SRAM_WORDS_D 4096
-`endif
-`ifndef GA2_DMA_QUEUE_D
-`define GA2_DMA_QUEUE_D 4
-`endif
+// The configurable sizes (model/capra/config.py) come from rtl/ga2_cfg.vh's defines.
+`include "ga2_cfg.vh"
 /* verilator lint_off UNUSEDPARAM */
 localparam integer GA2_N           = 4;     // systolic array is N x N
 localparam integer GA2_LANES       = 4;     // int8 lanes per 32-bit word
@@ -21,7 +15,8 @@ localparam integer GA2_IMEM_AW     = 10;
 localparam integer GA2_MM_MAX_K    = 1024;  // longest reduction: rowmem holds MM_MAX_K / 4 words per row
 localparam integer GA2_DMA_QUEUE   = `GA2_DMA_QUEUE_D;  // transfers issued and not finished (1..16)
 localparam integer GA2_DMA_QW      = $clog2(`GA2_DMA_QUEUE_D + 1);  // bits of a count 0..QUEUE
-localparam integer GA2_DMA_PENDING = 32;    // LOAD words requested and not yet answered (latency bound)
+localparam integer GA2_DMA_PENDING = 32;    // LOAD beats requested and not yet answered (latency bound)
+localparam integer GA2_EXT_WORDS   = `GA2_EXT_WORDS_D;  // words of a DMA beat: the external interface's width (1, 2)
 localparam integer GA2_DIV_CYCLES  = 32;
 localparam integer GA2_MAX_SHIFT   = 47;
 localparam integer GA2_SM_SCALE_SHIFT = 10;   // table index = ((max - x) * smul + 2^9) >> 10

@@ -1,5 +1,6 @@
 `timescale 1ns/1ps
 `default_nettype none
+`include "ga2_cfg.vh"
 // ga2_tb: replays every program of an image on GA2 and compares the final external memory, the
 // scratchpad words each program wrote and the five cycle counters with what the Python machine
 // model predicted (tools/ga2_progs.py writes the image; docs/replay.md describes it).
@@ -74,7 +75,8 @@ module ga2_tb;
     wire [31:0] c0, c1, c2, c3, c4;
     wire        req_valid, req_ready, req_we, rsp_valid;
     wire [15:0] req_addr;
-    wire [31:0] req_wdata, rsp_rdata;
+    wire [`GA2_EXT_WORDS_D-1:0]    req_mask;
+    wire [32*`GA2_EXT_WORDS_D-1:0] req_wdata, rsp_rdata;
     reg         imem_we = 1'b0;
     reg  [11:0] imem_addr = 12'd0;
     reg  [31:0] imem_wdata = 32'd0;
@@ -82,12 +84,13 @@ module ga2_tb;
     ga2 u_ga2 (
         .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
         .halted(halted), .illegal(illegal), .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
-        .ext_req_valid(req_valid), .ext_req_ready(req_ready), .ext_req_we(req_we), .ext_req_addr(req_addr),
+        .ext_req_valid(req_valid), .ext_req_ready(req_ready), .ext_req_we(req_we), .ext_req_mask(req_mask),
+        .ext_req_addr(req_addr),
         .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
-    extmem_rw #(.EXTW(EXTW), .LATENCY(LATENCY)) u_ext (
+    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D), .LATENCY(LATENCY)) u_ext (
         .clk(clk), .rst(rst), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
-        .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
+        .req_mask(req_mask), .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
     );
 
 `ifdef WAVES

@@ -31,6 +31,8 @@ for path in (TEST_MODULES, ROOT / "model", ROOT / "tests"):
 
 cocotb_runner = pytest.importorskip("cocotb_tools.runner")
 
+from capra.config import Config  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Block:
@@ -39,6 +41,7 @@ class Block:
     sources: tuple[str, ...]  # relative to the repository root
     module: str  # test module in tests/cocotb/
     parameters: dict[str, int] = field(default_factory=dict)
+    config: str = ""  # a configuration other than the default (GA2_CONFIG syntax): its defines and model
 
 
 def _rtl(*names: str) -> tuple[str, ...]:
@@ -66,6 +69,9 @@ BLOCKS = [
     Block("ga2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2"),
     # the same programs against a memory that is not ready about one cycle in four
     Block("ga2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"RANDOM_READY": 1}),
+    # a two-word external interface (beats of two words), with an always-ready and a refusing memory
+    Block("ga2_e2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {}, "ext_words=2"),
+    Block("ga2_e2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"RANDOM_READY": 1}, "ext_words=2"),
 ]
 
 
@@ -82,12 +88,14 @@ def _failures(results: Path) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.case for b in BLOCKS])
 def test_block_against_python_model(block: Block) -> None:
     build_dir = BUILD / block.case
+    cfg = Config.parse(block.config)
     runner = cocotb_runner.get_runner("icarus")
     runner.build(
         sources=[ROOT / s for s in block.sources],
         includes=[RTL],
         hdl_toplevel=block.toplevel,
         parameters=block.parameters,
+        defines=dict(d.split("=") for d in cfg.rtl_defines()),
         build_dir=build_dir,
         timescale=("1ns", "1ps"),
         build_args=["-Wall", "-Wno-timescale", "-y", str(RTL)],
@@ -104,6 +112,7 @@ def test_block_against_python_model(block: Block) -> None:
             results_xml=str(results),
             seed=seed,
             log_file=build_dir / "sim.log",
+            extra_env={"GA2_CONFIG": cfg.key()},  # the test module's machine model follows it
         )
     except SystemExit as stop:  # the runner exits when a test fails under pytest; report which one
         if not results.is_file():

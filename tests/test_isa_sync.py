@@ -11,10 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _verilog_params() -> dict[str, int]:
-    """The constants at the default configuration: a configurable one is `NAME_D (its `ifndef default),
-    an address width $clog2 of one."""
+    """The constants at the default configuration: a configurable one is `NAME_D (its `ifndef default
+    in rtl/ga2_cfg.vh), an address width $clog2 of one."""
     text = (ROOT / "rtl" / "ga2_defs.vh").read_text()
-    macros = {name: int(value) for name, value in re.findall(r"`define\s+(\w+)\s+(\d+)", text)}
+    cfg_text = (ROOT / "rtl" / "ga2_cfg.vh").read_text()
+    macros = {name: int(value) for name, value in re.findall(r"`define\s+(\w+)\s+(\d+)", cfg_text)}
     found = {}
     for name, value in re.findall(r"localparam\s+(?:integer|\[\d+:0\])\s+(\w+)\s*=\s*([^;]+);", text):
         value = re.sub(r"`(\w+)", lambda m: str(macros[m.group(1)]), value.strip())
@@ -27,13 +28,20 @@ def _verilog_params() -> dict[str, int]:
 
 def test_every_verilog_constant_equals_python():
     v = _verilog_params()
+    with config.use(config.DEFAULT):  # the RTL's defaults, whatever GA2_CONFIG says
+        expected = _python_constants()
+    assert {k: v.get(k) for k in expected} == expected
+    assert set(v) == set(expected), f"constants only in Verilog: {set(v) - set(expected)}"
+
+
+def _python_constants() -> dict[str, int]:
     expected = {
         "GA2_N": isa.N, "GA2_LANES": isa.LANES, "GA2_SRAM_WORDS": isa.SRAM_WORDS,
         "GA2_SRAM_AW": isa.SRAM_WORDS.bit_length() - 1, "GA2_SRAM_GROUPS": isa.SRAM_GROUPS,
         "GA2_SRAM_RD_LAT": isa.SRAM_RD_LAT, "GA2_IMEM_INSTRS": isa.IMEM_INSTRS,
         "GA2_IMEM_AW": isa.IMEM_INSTRS.bit_length() - 1, "GA2_MM_MAX_K": isa.MM_MAX_K,
         "GA2_DMA_QUEUE": isa.DMA_QUEUE, "GA2_DMA_QW": isa.DMA_QUEUE.bit_length(),
-        "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
+        "GA2_DMA_PENDING": isa.DMA_PENDING, "GA2_EXT_WORDS": isa.EXT_WORDS, "GA2_DIV_CYCLES": isa.DIV_CYCLES,
         "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
         "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
         "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
@@ -43,20 +51,19 @@ def test_every_verilog_constant_equals_python():
         expected[f"OP_{name}"] = getattr(isa, f"OP_{name}")
     for name in ("COPY", "ADD", "MUL", "MAX", "RELU", "ARGMAX"):
         expected[f"VEC_{name}"] = getattr(isa, f"VEC_{name}")
-    assert {k: v.get(k) for k in expected} == expected
-    assert set(v) == set(expected), f"constants only in Verilog: {set(v) - set(expected)}"
+    return expected
 
 
 def test_defaults_are_the_default_configuration():
     """These tests read the RTL's defaults: they hold for capra.config.DEFAULT."""
     with config.use(config.DEFAULT):
-        assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY) == (4096, 4, 4)
+        assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY, isa.EXT_WORDS) == (4096, 4, 4, 1)
 
 
 def test_testbench_default_latency_is_the_model_default():
     text = (ROOT / "tb" / "ga2_tb.v").read_text()
     found = re.search(r"`define EXT_LATENCY (\d+)", text)
-    assert found and int(found.group(1)) == isa.EXT_LATENCY
+    assert found and int(found.group(1)) == config.DEFAULT.ext_latency
 
 
 def test_exp_lut_verilog_is_generated_from_the_model_table():

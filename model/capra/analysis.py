@@ -1,9 +1,12 @@
 """Roofline bounds of a GA2 program, read off its code (docs/cycle_model.md).
 
-GA2 moves at most one 32-bit word per cycle over its external interface and does at most N*N
-int8 MACs per cycle. A program can therefore not finish in fewer cycles than
+GA2 moves at most one beat per cycle over its external interface (EXT_WORDS consecutive words of a
+row: one or two) and does at most N*N int8 MACs per cycle. A program can therefore not finish in
+fewer cycles than
 
-    bound = max(words moved by LOAD and STORE, MACs / (N*N))
+    bound = max(beats of LOAD and STORE, MACs / (N*N))
+
+With a one-word interface the beats are the words moved.
 
 Efficiency = bound / cycles. Decode steps are bandwidth-bound: the word term dominates.
 """
@@ -20,6 +23,7 @@ from .isa import Instr
 class Roofline:
     dma_words: int
     dma_transfers: int
+    dma_beats: int
     macs: int
     vector_elements: int
 
@@ -29,7 +33,7 @@ class Roofline:
 
     @property
     def bound(self) -> float:
-        return max(self.dma_words, self.mac_cycles)
+        return max(self.dma_beats, self.mac_cycles)
 
     def efficiency(self, cycles: int) -> float:
         return self.bound / cycles if cycles else 0.0
@@ -37,13 +41,14 @@ class Roofline:
 
 def roofline(code: list[int]) -> Roofline:
     """Count what a program moves and computes (HALT or the end of the code stops the count)."""
-    words = transfers = macs = elements = 0
+    words = transfers = beats = macs = elements = 0
     for i in range(0, len(code), isa.WORDS_PER_INSTR):
         ins = Instr.decode(code[i : i + 4])
         if ins.op == isa.OP_HALT:
             break
         if ins.op in (isa.OP_LOAD, isa.OP_STORE):
             words += ins.cnt * ins.c
+            beats += isa.dma_beats(ins.cnt, ins.c)
             transfers += 1
         elif ins.op == isa.OP_MM:
             m = ins.e & 0xFFFF
@@ -51,4 +56,4 @@ def roofline(code: list[int]) -> Roofline:
             macs += ins.cnt * ins.d * (min(4 * end, m) - 4 * first)  # the column window's outputs
         elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
             elements += ins.cnt
-    return Roofline(words, transfers, macs, elements)
+    return Roofline(words, transfers, beats, macs, elements)

@@ -224,7 +224,8 @@ class _Emitter:
         self.code += words
         self.notes.append(note)
         self.t = self.dma.room_at(self.t)
-        self.transfers.append(self.dma.issue(self.t, is_load, sram_words, len(self.notes) - 1))
+        cols = isa.Instr.decode(words).c
+        self.transfers.append(self.dma.issue(self.t, is_load, sram_words, cols, len(self.notes) - 1))
         self.t += 1
         return len(self.transfers) - 1
 

@@ -11,12 +11,13 @@ timeline, the compiler and the timing functions all read it. It is chosen
   * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit).
 
 The RTL takes the same values as defines (``Config.defines()``: ``GA2_SRAM_WORDS_D``,
-``GA2_DMA_QUEUE_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes them for the active
-configuration, so a simulator is built (and cached) per configuration.
+``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes
+them for the active configuration, so a simulator is built (and cached) per configuration.
 
-Two fields are there to be named, not yet to be changed: ``n`` (the systolic array is n x n; N = 4 =
-the int8 lanes of a 32-bit word is built into the packing of every operand) and ``ext_words`` (the
-external words moved per cycle). Any other value is a ``ConfigError`` saying so.
+``ext_words`` (1 or 2) is the width of the external interface in words: with 2, the DMA moves two
+consecutive words of a row per beat (define ``GA2_EXT_WORDS_D``). ``n`` is there to be named, not yet
+to be changed: the systolic array is n x n, and N = 4 = the int8 lanes of a 32-bit word is built into
+the packing of every operand. Any other value is a ``ConfigError`` saying so.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, fields
 DMA_PENDING = 32  # LOAD words the DMA keeps waiting for their answers (rtl/dma.v PENDING): latency bound
 SRAM_MIN_WORDS = 2048  # the smallest scratchpad the units' address datapaths are built for (11 bits)
 SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address width: at most 14 bits
+EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
 DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
 ENV = "GA2_CONFIG"
 
@@ -51,7 +53,7 @@ class Config:
     sram_words: int = 4096  # the scratchpad, 32-bit words (16 banks: 4 address-range groups x 4 lanes)
     dma_queue: int = 4  # DMA transfers issued and not yet finished
     n: int = 4  # the systolic array is n x n int8 MACs (only 4 is built)
-    ext_words: int = 1  # external words moved per cycle (only 1 is built)
+    ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -59,9 +61,9 @@ class Config:
         if self.n != 4:
             raise ConfigError(f"n={self.n}: only n=4 is built (N = the four int8 lanes of a 32-bit word is "
                               "built into the packing of every operand; other array sizes are not built yet)")
-        if self.ext_words != 1:
-            raise ConfigError(f"ext_words={self.ext_words}: only one external word per cycle is built "
-                              "(wider external interfaces are not built yet)")
+        if self.ext_words not in EXT_WORDS:
+            raise ConfigError(f"ext_words={self.ext_words}: it must be 1 or 2 (the external interface moves one "
+                              "or two consecutive words of a row per cycle)")
         if not 0 <= self.ext_latency < DMA_PENDING:
             raise ConfigError(f"ext_latency={self.ext_latency}: it must be in 0..{DMA_PENDING - 1} (the DMA keeps "
                               f"at most {DMA_PENDING} reads waiting for their answers)")
@@ -89,8 +91,9 @@ class Config:
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
 
     def label(self) -> str:
-        """The sweep's short name: ``L4 S4096 Q4``."""
-        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}"
+        """The sweep's short name: ``L4 S4096 Q4`` (`` E2`` appended for a two-word interface)."""
+        wide = f" E{self.ext_words}" if self.ext_words != DEFAULT.ext_words else ""
+        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}"
 
     def rtl_defines(self) -> tuple[str, ...]:
         """The chip's defines (rtl/ga2_defs.vh); none at the default, so today's builds stay cached."""
@@ -99,6 +102,8 @@ class Config:
             out.append(f"GA2_SRAM_WORDS_D={self.sram_words}")
         if self.dma_queue != DEFAULT.dma_queue:
             out.append(f"GA2_DMA_QUEUE_D={self.dma_queue}")
+        if self.ext_words != DEFAULT.ext_words:
+            out.append(f"GA2_EXT_WORDS_D={self.ext_words}")
         return tuple(out)
 
     def defines(self) -> tuple[str, ...]:

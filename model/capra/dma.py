@@ -6,11 +6,16 @@ A transfer is issued by the sequencer in cycle t and takes its descriptor ("setu
 
     s = max(t + 1, the engine is free, STORE: one cycle after every earlier LOAD has ended)
 
-With n = rows * cols words and an external memory that answers a read L cycles after taking it:
+A transfer moves in *beats*: a beat is up to E = EXT_WORDS consecutive words of one row (E = 1 or
+2, the external interface's width), so a row of cols words takes ceil(cols / E) beats and a transfer
+n = rows * ceil(cols / E). With an external memory that answers a read L cycles after taking it:
 
-    LOAD   word i requested in s+1+i, written to the scratchpad in s+2+L+i; ends at s+n+L+2;
+    LOAD   beat b requested in s+1+b, written to the scratchpad in s+2+L+b; ends at s+n+L+2;
            the engine is free for the next setup at s+n+1 (answers overlap the next requests)
-    STORE  word i read from the scratchpad in s+1+i, sent in s+3+i; ends at s+n+3; free at s+n+2
+    STORE  beat b read from the scratchpad in s+1+b, sent in s+3+b; ends at s+n+3; free at s+n+2
+
+The words of a beat are consecutive addresses, so they lie in different scratchpad lanes (banks)
+and are written or read in the same cycle.
 
 A transfer is *in flight* from its issue until its end (a full queue, WAIT and HALT count these);
 the engine is *busy* (counter c1) while a transfer that has taken its descriptor has not ended.
@@ -35,13 +40,14 @@ class Transfer:
     setup: int
     end: int
     sram_words: np.ndarray
-    first_touch: int  # the cycle word 0 touches the scratchpad; word i touches it in first_touch + i
+    first_touch: int  # the cycle beat 0 touches the scratchpad
+    beats: np.ndarray  # word i's beat: it touches the scratchpad in first_touch + beats[i]
     words: frozenset[int] = field(init=False)
     bank_windows: dict[int, tuple[int, int]] = field(init=False)  # bank -> first, last cycle
 
     def __post_init__(self) -> None:
         self.words = frozenset(self.sram_words.tolist())
-        self.bank_windows = bank_windows(self.sram_words, self.first_touch)
+        self.bank_windows = bank_windows(self.sram_words, self.first_touch + self.beats)
 
     @property
     def kind(self) -> str:
@@ -49,28 +55,39 @@ class Transfer:
 
     @property
     def last_touch(self) -> int:
-        return self.first_touch + len(self.sram_words) - 1
+        return self.first_touch + int(self.beats[-1])
 
 
-def bank_windows(words: np.ndarray, first_cycle: int) -> dict[int, tuple[int, int]]:
-    """Word i touches its bank in cycle first_cycle + i: the first and last such cycle per bank."""
+def word_beats(n: int, cols: int, ext_words: int) -> np.ndarray:
+    """The beat of each of the n words of a transfer with rows of `cols` words (row-major order)."""
+    i = np.arange(n)
+    return (i // cols) * -(-cols // ext_words) + (i % cols) // ext_words
+
+
+def bank_windows(words: np.ndarray, cycles: np.ndarray) -> dict[int, tuple[int, int]]:
+    """Word i touches its bank in cycles[i] (non-decreasing): the first and last such cycle per bank."""
     windows: dict[int, tuple[int, int]] = {}
-    for i, bank in enumerate(isa.bank_of(words).tolist()):
-        lo = windows[bank][0] if bank in windows else first_cycle + i
-        windows[bank] = (lo, first_cycle + i)
+    for bank, cycle in zip(isa.bank_of(words).tolist(), cycles.tolist(), strict=True):
+        lo = windows[bank][0] if bank in windows else cycle
+        windows[bank] = (lo, cycle)
     return windows
 
 
 class DmaTimeline:
     """The engine's state: unfinished transfers (oldest first), when it is next free, busy cycles."""
 
-    def __init__(self, latency: int | None = None) -> None:
+    def __init__(self, latency: int | None = None, ext_words: int | None = None) -> None:
         if latency is None:  # the active configuration's (capra/config.py)
             latency = isa.EXT_LATENCY
+        if ext_words is None:
+            ext_words = isa.EXT_WORDS
+        if ext_words not in (1, 2):
+            raise ValueError(f"external interface of {ext_words} words per beat: it must be 1 or 2")
         if not 0 <= latency < isa.DMA_PENDING:
             raise ValueError(f"external read latency {latency} is outside 0..{isa.DMA_PENDING - 1} "
                              f"(the DMA keeps at most {isa.DMA_PENDING} reads waiting for their answers)")
         self.latency = latency
+        self.ext_words = ext_words
         self.transfers: list[Transfer] = []
         self.engine_free = 0
         self.last_load_end = 0
@@ -101,9 +118,13 @@ class DmaTimeline:
             return t
         return flying[len(flying) - keep - 1].end
 
-    def issue(self, t: int, is_load: bool, sram_words: np.ndarray, pc: int = -1) -> Transfer:
-        """A transfer issued in cycle t (the queue must have room); returns it with its timing."""
-        n = len(sram_words)
+    def issue(self, t: int, is_load: bool, sram_words: np.ndarray, cols: int, pc: int = -1) -> Transfer:
+        """A transfer issued in cycle t (the queue must have room) moving `sram_words` in rows of
+        `cols` words; returns it with its timing."""
+        if cols < 1 or len(sram_words) % cols:
+            raise ValueError(f"a transfer of {len(sram_words)} words in rows of {cols}")
+        beats = word_beats(len(sram_words), cols, self.ext_words)
+        n = int(beats[-1]) + 1
         setup = max(t + 1, self.engine_free)
         if not is_load:
             setup = max(setup, self.last_load_end + 1)
@@ -116,7 +137,7 @@ class DmaTimeline:
             end = setup + n + 3
             first_touch = setup + 1
             self.engine_free = setup + n + 2
-        x = Transfer(pc, is_load, t, setup, end, sram_words, first_touch)
+        x = Transfer(pc, is_load, t, setup, end, sram_words, first_touch, beats)
         self.transfers.append(x)
         self.busy_cycles += max(0, end - max(setup, self.busy_until))
         self.busy_until = max(self.busy_until, end)

@@ -42,6 +42,7 @@ MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rou
 DMA_QUEUE = _CFG.dma_queue  # config: transfers issued and not yet finished (the queue's depth; default 4)
 DMA_PENDING = _config.DMA_PENDING  # 32 LOAD words requested and not yet answered: latencies up to DMA_PENDING - 1
 EXT_LATENCY = _CFG.ext_latency  # config: external read latency (cycles from request to response; default 4)
+EXT_WORDS = _CFG.ext_words  # config: words a DMA beat moves (consecutive words of one row; default 1)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 
 # the matmul engine's pipeline (rtl/ga2_mm.v)
@@ -111,11 +112,12 @@ FIELD_MASK16 = 0xFFFF
 
 def _configure(cfg: _config.Config) -> None:
     """Set the constants that derive from the configuration (called by capra.config.use)."""
-    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY
+    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY, EXT_WORDS
     SRAM_WORDS = cfg.sram_words
     SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS
     DMA_QUEUE = cfg.dma_queue
     EXT_LATENCY = cfg.ext_latency
+    EXT_WORDS = cfg.ext_words
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,11 @@ class Instr:
             d=(w2 >> 16) & FIELD_MASK16,
             e=w3,
         )
+
+
+def dma_beats(rows: int, cols: int) -> int:
+    """Beats of a DMA transfer: each moves up to EXT_WORDS consecutive words of one row."""
+    return rows * -(-cols // EXT_WORDS)
 
 
 def words_for(n_int8: int) -> int:

@@ -202,7 +202,7 @@ class Machine:
             self.written[s_idx] = True
         else:
             self.ext[e_idx] = self.sram[s_idx]
-        self.dma.issue(self.t, load, s_idx, pc)
+        self.dma.issue(self.t, load, s_idx, cols, pc)
         self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 

@@ -21,6 +21,7 @@ module dma_wrap (
     output wire        ext_req_valid,
     input  wire        ext_req_ready,
     output wire        ext_req_we,
+    output wire        ext_req_mask,   // the one-word interface's beat always moves its word
     output wire [15:0] ext_req_addr,
     output wire [31:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
@@ -45,7 +46,7 @@ module dma_wrap (
         .ext_base(ext_base), .ext_stride(ext_stride), .sram_base(sram_base), .sram_stride(sram_stride),
         .inflight(inflight), .busy(busy),
         .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
-        .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
+        .ext_req_mask(ext_req_mask), .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
         .ext_rsp_rdata(ext_rsp_rdata),
         .sram_re(sram_re), .sram_raddr(sram_raddr), .sram_rdata(sram_rdata),
         .sram_we(sram_we), .sram_waddr(sram_waddr), .sram_wdata(sram_wdata)

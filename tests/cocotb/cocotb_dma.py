@@ -421,9 +421,9 @@ async def test_dma_timeline_with_an_always_ready_memory(dut, latency: int):
         drive_no_start(dut, r)
         await check_memories(sram, memory, models, loaded, stored, f"L={latency} episode {stats['episodes']}")
         stats["episodes"] += 1
-    reference = DmaTimeline(latency)
+    reference = DmaTimeline(latency, 1)  # this bench drives the one-word interface
     for x in timeline.transfers:
-        y = reference.issue(x.issue, x.load, np.array([s for _, s in x.words()], dtype=np.int64))
+        y = reference.issue(x.issue, x.load, np.array([s for _, s in x.words()], dtype=np.int64), x.cols)
         assert (x.setup, x.end) == (y.setup, y.end), (
             f"L={latency} {x}: this bench's timeline says setup {x.setup}, end {x.end}; capra.dma.DmaTimeline says "
             f"setup {y.setup}, end {y.end}")
