@@ -329,7 +329,8 @@ def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full
         return 1
     book = [r for r in run.results if r.mutant.check == "paged"]
     book_line = f"{BOOK_SUMMARY}: {sum(r.status == CAUGHT for r in book)} of {len(book)} broken versions caught"
-    wall = f"wall time: {run.seconds:.0f} s for {len(run.results)} mutants, {jobs} at a time"
+    n = len(run.results)
+    wall = f"wall time: {run.seconds:.0f} s for {n} mutant{'s' * (n != 1)}, {jobs} at a time"
     out("")
     if full:
         for area, (caught, equivalent, total) in summary_by_area(run.results).items():

@@ -90,6 +90,19 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
     with pytest.raises(SystemExit) as stop:
         soak.main(["-n", "6", "--batch", "3"])  # other settings: not silently mixed with the old state
     assert stop.value.code == 2 and "--batch 2" in capsys.readouterr().err
+    from capra import config
+
+    with config.use(config.Config(ext_words=2)), pytest.raises(SystemExit) as stop:
+        soak.main(["-n", "6", "--batch", "2"])  # another chip: not mixed with the default's state either
+    assert stop.value.code == 2 and "ext_words=1" in capsys.readouterr().err
+
+
+def test_the_chip_is_built_for_the_active_configuration():
+    from capra import config
+
+    assert soak.defines(4) == (f"EXTW={soak.EXTW}", "DUMP", "EXT_LATENCY=4")  # the default: the tests' build
+    with config.use(config.Config(ext_words=2, ext_latency=8)):
+        assert soak.defines(0) == (f"EXTW={soak.EXTW}", "DUMP", "EXT_LATENCY=0", "GA2_EXT_WORDS_D=2")
 
 
 def test_a_simulator_that_cannot_run_fails_every_program_of_its_batch(fake, capsys):

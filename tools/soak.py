@@ -15,6 +15,9 @@ also equal the model's. --jobs batches run at once (default 2: this machine's co
 A program the testbench stops at (FAIL or MISMATCH) is counted as a mismatch, its image kept
 under out/soak/, and the rest of its batch is replayed after it, so every program is checked.
 
+The chip and the model follow the active configuration (GA2_CONFIG, docs/design_space.md), e.g.
+GA2_CONFIG="ext_words=2" python tools/soak.py -n 2000; the batches still rotate the latency.
+
 Progress is one line per batch. The run is resumable: out/soak/state.json (written to a temporary
 file, then renamed) records the finished batches; the same command again continues where it
 stopped, a larger -n extends a finished run, --fresh starts over.
@@ -45,6 +48,7 @@ sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]
 
 import ga2_progs  # noqa: E402
 import hw  # noqa: E402
+from capra import config  # noqa: E402
 from capra.randprog import EXTW, random_program  # noqa: E402
 
 LATENCIES = (0, 1, 4, 16)  # the external read latencies the tests replay at (tests/test_replay.py)
@@ -58,7 +62,10 @@ SIM_TIMEOUT = 900  # seconds for one simulator run of a batch (about 10 s per 25
 
 
 def defines(latency: int) -> tuple[str, ...]:
-    return (f"EXTW={EXTW}", "DUMP", f"EXT_LATENCY={latency}")  # the order of tests/replay_util.py: one build
+    """The testbench's defines at one latency, then the active configuration's chip defines (none at
+    the default: the order of tests/replay_util.py, so the tests' build is reused)."""
+    own = (f"EXTW={EXTW}", "DUMP", f"EXT_LATENCY={latency}")
+    return own + hw.config_defines(own)
 
 
 @dataclass
@@ -142,19 +149,25 @@ class StateError(ValueError):
 
 
 def load_state(seed: int, size: int, fresh: bool) -> dict:
-    """The finished batches of an earlier run with the same --seed and --batch (none with fresh)."""
-    empty = {"seed": seed, "batch": size, "done": {}, "seconds": 0.0}
+    """The finished batches of an earlier run with the same --seed, --batch and configuration (none
+    with fresh)."""
+    chip = config.active().key()
+    empty = {"seed": seed, "batch": size, "config": chip, "done": {}, "seconds": 0.0}
     if fresh or not STATE.exists():
         return empty
     try:
         state = json.loads(STATE.read_text())
         same = state["seed"] == seed and state["batch"] == size
+        state.setdefault("config", config.DEFAULT.key())  # a state from before configurations
         state["done"], state["seconds"] = dict(state["done"]), float(state["seconds"])
     except (ValueError, KeyError, TypeError):
         raise StateError(f"{STATE} is not a soak state; remove it or run with --fresh") from None
     if not same:
         raise StateError(f"{STATE} holds a run with --seed {state['seed']} --batch {state['batch']}; "
                          "use those to resume it, or --fresh to start over")
+    if state["config"] != chip:
+        raise StateError(f"{STATE} holds a run of the configuration {state['config']} (GA2_CONFIG), not {chip}; "
+                         "resume it under that one, or --fresh to start over")
     return state
 
 
@@ -199,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     except StateError as error:
         ap.error(str(error))
     plan = batches(args.programs, args.batch, args.seed)
+    if config.active() != config.DEFAULT:
+        print(f"configuration: {config.active().label()} (GA2_CONFIG; the chip is built for it)", flush=True)
     todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
     checked, bad = totals(state, plan)
     if checked:
