@@ -64,7 +64,6 @@ module dma #(
     localparam integer ONE      = 1;
     localparam [QPW-1:0] Q_LAST = QUEUE_M1[QPW-1:0];
     localparam [QW-1:0]  Q_ONE  = ONE[QW-1:0];
-    localparam integer EW_M1    = EW - 1;
 
     // ------------------------------------------------------------------ descriptors waiting
     reg [DW-1:0] dq [0:QUEUE-1];
@@ -83,13 +82,20 @@ module dma #(
     reg [QW-1:0] loads_out;            // of those, LOADs
     wire [15:0] e_addr  = e_row + c;
     wire [AW-1:0] s_addr = s_row + c[AW-1:0];
-    // the beat: its words c .. c+EW-1 that lie in the row, and whether it ends the row
-    reg  [EW-1:0] bmask;
-    integer bj;
-    always @* begin
-        for (bj = 0; bj < EW; bj = bj + 1) bmask[bj] = ({1'b0, c} + bj[16:0]) <= {1'b0, cols_m1};
-    end
-    wire        row_end = ({1'b0, c} + EW_M1[16:0]) >= {1'b0, cols_m1};
+    // the beat: its words c .. c+EW-1 that lie in the row, and whether it ends the row. A beat that
+    // reaches the row's end wraps c to 0, so c never passes cols_m1: equalities decide both.
+    wire [EW-1:0] bmask;
+    wire        row_end;
+    wire        at_last = (c == cols_m1);
+    generate
+        if (EW == 1) begin : g_beat1
+            assign bmask   = 1'b1;
+            assign row_end = at_last;
+        end else begin : g_beat2  // the second word is in the row unless the first is its last
+            assign bmask   = {!at_last, 1'b1};
+            assign row_end = at_last || (c + 16'd1 == cols_m1);
+        end
+    endgenerate
     wire        last_wd = (r == rows_m1) && row_end;
 
     // LOAD answers still to come: the scratchpad line each goes to ({last, mask, address}), and
