@@ -36,6 +36,7 @@ BAD_ARGUMENTS = [
     ("dse", ["--random", "0"], "--random"),
     ("dse", ["--only", "ext_latency=99"], "--only"),
     ("dse", ["--only", "n=8"], "--only"),
+    ("dse", ["--synth-timeout", "0"], "--synth-timeout"),
     ("decode_report", ["--steps", "0"], "--steps"),
     ("decode_report", ["--steps", "1"], "--steps"),
     ("decode_report", ["--steps", "100000"], "--steps"),  # used to calibrate for minutes, then fail
@@ -81,6 +82,8 @@ BAD_ARGUMENTS = [
     ("synth", ["--jobs", "0"], "--jobs"),
     ("synth", ["--timeout", "nan"], "--timeout"),
     ("synth", ["no_such_block"], "no_such_block"),
+    ("synth", ["--define", "GA2_SRAM_WORDS_D"], "--define"),
+    ("synth", ["--define", "GA2_SRAM_WORDS_D=8192", "sram"], "--define"),  # sram's size is a parameter
 ]
 
 

@@ -16,9 +16,14 @@ that fails that check is not synthesized further (--synth-anyway overrides).
   tools/synth.py                    the whole table (make synth)
   tools/synth.py --check-memories   the memory check only, a few seconds a block (make synth-check)
   tools/synth.py divu requant       only these blocks
+  tools/synth.py --define GA2_SRAM_WORDS_D=8192 --define GA2_DMA_QUEUE_D=8
+                                    the top ga2 built with other sizes (model/capra/config.py's
+                                    Config.rtl_defines(); make dse uses it through synthesize_top)
+  tools/synth.py --place-all ga2    place and route the area-only ga2 too, for nextpnr's own
+                                    account of what does not fit the HX8K
 
-Results are cached in out/synth/, keyed by the block's sources, its parameters, the options that
-change results, this script and the tool versions; --no-cache runs everything again.
+Results are cached in out/synth/, keyed by the block's sources, its parameters and defines, the
+options that change results, this script and the tool versions; --no-cache runs everything again.
 Exit status: 0 when every check passed; 1 when the memory check failed, a step failed or timed
 out, or nothing was checked; 2 for a bad argument. An Fmax under 50 MHz is printed, not failed.
 See docs/synthesis.md.
@@ -27,6 +32,7 @@ See docs/synthesis.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -63,6 +69,9 @@ class Block:
     # (a block too big for the HX8K with them, each measured on its own row): Fmax then times the
     # block's own paths, and the area columns still count the real sub-modules
     stand_ins: tuple[str, ...] = ()
+    # Verilog defines (NAME=VALUE) set before the sources are read: only the top ga2 takes its sizes
+    # from them (rtl/ga2_defs.vh); the other rows fix their sizes with params
+    defines: tuple[str, ...] = ()
 
 
 # The blocks. Parameters are the values ga2 instantiates them with (rtl/ga2_defs.vh). A module that
@@ -81,7 +90,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("ga2_sm", "ga2_sm", ("rtl/ga2_sm.v", "rtl/exp_lut.v", "rtl/divu.v")),
     Block("ga2_mm", "ga2_mm", ("rtl/ga2_mm.v", "rtl/rowmem.v", "rtl/ram_1r1w.v", "rtl/systolic.v"),
           stand_ins=("systolic",)),
-    # The whole chip does not fit an HX8K: area only.
+    # The whole chip does not fit an HX8K: area only (--place-all tries, for nextpnr's account).
     Block("ga2", "ga2", ("rtl/ga2.v", "rtl/dma.v", "rtl/ga2_mm.v", "rtl/rowmem.v", "rtl/systolic.v",
                          "rtl/requant.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/exp_lut.v", "rtl/divu.v",
                          "rtl/sram.v", "rtl/ram_1r1w.v"), pnr=False),
@@ -95,16 +104,38 @@ HEARTBEAT_SECONDS = 30.0  # a "still running" line this often during a long step
 
 @dataclass(frozen=True)
 class Device:
-    """The FPGA the flow targets: synth_ice40 options and nextpnr-ice40 device and package."""
+    """The FPGA the flow targets: synth_ice40 options, nextpnr-ice40 device and package, and its
+    logic cells and block RAMs (a reader of the counts can say what share of the device they are)."""
 
     label: str
     synth_options: tuple[str, ...]
     nextpnr_device: str
     package: str
+    logic_cells: int
+    brams: int
 
 
-HX8K = Device("hx8k", (), "--hx8k", "ct256")  # no DSP blocks
-UP5K = Device("up5k", ("-dsp",), "--up5k", "sg48")  # eight SB_MAC16
+HX8K = Device("hx8k", (), "--hx8k", "ct256", 7680, 32)  # no DSP blocks
+UP5K = Device("up5k", ("-dsp",), "--up5k", "sg48", 5280, 30)  # eight SB_MAC16
+TOP = "ga2"  # the row --define applies to
+
+_DEFINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.']+")
+
+
+def define(text: str) -> str:
+    """A --define argument, NAME=VALUE; checked here because it is written into a Yosys script."""
+    if not _DEFINE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (letters, digits, _ . ')")
+    return text
+
+
+def with_defines(block: Block, defines: tuple[str, ...] | list[str]) -> Block:
+    """The block built with `defines`: a row of its own (name, cache entry, work folder) per set of
+    defines, so sizes that differ never share or overwrite a cached result. No defines: the block."""
+    defines = tuple(defines)
+    if not defines:
+        return block
+    return dataclasses.replace(block, name=block.name + "".join(f"+{d}" for d in defines), defines=defines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,14 +246,24 @@ def quoted(path: Path | str) -> str:
     return f'"{path}"'
 
 
+def read_design(block: Block, files: tuple[str, ...] | list[str]) -> list[str]:
+    """The script lines that read and elaborate the block: its defines first (verilog_defines, so
+    they reach the modules `hierarchy -libdir` reads too), then the files, then the hierarchy with the
+    block's parameters."""
+    params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
+    defines = [f"verilog_defines {' '.join(f'-D{d}' for d in block.defines)}"] if block.defines else []
+    return defines + [
+        f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in files),
+        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
+    ]
+
+
 def check_script(block: Block, device: Device, check_json: Path, premap: Path | None) -> str:
     """Read and elaborate the block, then run synth_ice40 up to, not including, map_ffram: every
     memory that map_ram could put in block RAM is an SB_RAM40_4K by then, and every $mem_v2 cell
     left would be turned into flip-flops and logic by map_ffram."""
-    params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     lines = [
-        f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in block.files),
-        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
+        *read_design(block, block.files),
         f"synth_ice40 -top {block.top} {' '.join(device.synth_options)} -run begin:map_ffram",
         f"write_json {quoted(check_json)}",
     ]
@@ -490,10 +531,8 @@ def wrapper_verilog(block: Block, ports: dict[str, tuple[str, int]]) -> str:
 
 def elaborate_script(block: Block, hierarchy_json: Path) -> str:
     """Elaborate the block without flattening, to read its sub-modules' ports."""
-    params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     return "\n".join([
-        f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in block.files),
-        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
+        *read_design(block, block.files),
         "proc",
         f"write_json {quoted(hierarchy_json)}",
     ]) + "\n"
@@ -544,11 +583,9 @@ def stand_in_netlist(children: Children, block: Block, options: Options, workdir
     stand_in_v = workdir / "stand_ins.v"
     cli.write_text(stand_in_v, "\n".join(stand_in_verilog(m, design) for m in block.stand_ins))
     files = [f for f in block.files if Path(f).stem not in block.stand_ins] + [str(stand_in_v)]
-    params = "".join(f" -chparam {name} {value}" for name, value in block.params.items())
     netlist_v = workdir / "netlist_stand_ins.v"
     script = "\n".join([
-        f"read_verilog -I{quoted(RTL_DIR)} " + " ".join(quoted(f) for f in files),
-        f"hierarchy -libdir {RTL_DIR} -top {block.top}{params}",
+        *read_design(block, files),
         f"synth_ice40 -top {block.top} {' '.join(options.device.synth_options)}",
         f"write_verilog -noattr {quoted(netlist_v)}",
     ]) + "\n"
@@ -574,10 +611,12 @@ _NO_BELS = re.compile(r"no BELs remaining to implement cell type '(\w+)'")
 
 
 def overflowed_resource(log_text: str) -> str | None:
-    """The resource nextpnr ran out of, e.g. "ICESTORM_LC 9120/7680", or None."""
-    for kind, used, available in _UTILISATION.findall(log_text):
-        if int(used) > int(available):
-            return f"{kind} {used}/{available}"
+    """Every resource nextpnr ran out of, e.g. "ICESTORM_LC 9120/7680, ICESTORM_RAM 77/32" (all of
+    them: a design over in logic and in block RAM needs both said), or None."""
+    over = [f"{kind} {used}/{available}" for kind, used, available in _UTILISATION.findall(log_text)
+            if int(used) > int(available)]
+    if over:
+        return ", ".join(over)
     match = _NO_BELS.search(log_text)
     return match.group(1) if match else None
 
@@ -633,7 +672,10 @@ def cache_key(fingerprint: dict) -> str:
 
 
 def cache_path(options: Options, block: Block, stage: str) -> Path:
-    return options.out / "cache" / f"{block.name}.{options.device.label}.{stage}.json"
+    """One entry per block, device and stage; an area-only row placed anyway (--place-all) has an
+    entry of its own, so `make synth` and `make dse` do not overwrite each other's."""
+    placed = ".placed" if stage == "full" and placed_anyway(block, options) else ""
+    return options.out / "cache" / f"{block.name}.{options.device.label}.{stage}{placed}.json"
 
 
 def cached_result(options: Options, block: Block, stage: str, fingerprint: dict) -> dict | None:
@@ -675,7 +717,18 @@ class Options:
     no_cache: bool = False
     synth_anyway: bool = False
     check_only: bool = False
+    place_all: bool = False  # place and route the area-only rows too (nextpnr says what does not fit)
     versions: dict[str, str] = field(default_factory=dict)  # tool versions, for the cache key
+
+
+def placed(block: Block, options: Options) -> bool:
+    """Whether the block goes through place and route in this run."""
+    return block.pnr or options.place_all
+
+
+def placed_anyway(block: Block, options: Options) -> bool:
+    """An area-only row that --place-all places."""
+    return options.place_all and not block.pnr
 
 
 @dataclass
@@ -700,7 +753,8 @@ def fingerprint(block: Block, options: Options, stage: str) -> dict:
             "yosys": options.versions.get("yosys", "")}
     if stage == "full":
         mine |= {"nextpnr": options.versions.get("nextpnr", ""), "seed": options.seed,
-                 "target_mhz": options.target_mhz, "synth_anyway": options.synth_anyway}
+                 "target_mhz": options.target_mhz, "synth_anyway": options.synth_anyway,
+                 "placed": placed(block, options)}
     return mine
 
 
@@ -790,7 +844,7 @@ def synthesize(children: Children, block: Block, options: Options, workdir: Path
     result.counts = count_cells(json.loads(netlist_json.read_text()), block.top)
     progress(f"{block.name}: synthesized, {result.counts['lut4']} LUT4, {result.counts['ff']} FF, "
              f"{result.counts['bram']} BRAM, {result.counts['dsp']} DSP")
-    if not block.pnr:
+    if not placed(block, options):
         result.note = "area only"
         return
     if block.stand_ins:
@@ -834,7 +888,8 @@ def cell(value: object) -> str:
 
 def table(results: list[Result], options: Options) -> Iterator[str]:
     """The per-block table and its footnote."""
-    header = f"{'block':<10} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9}  {'time':>11}  note"
+    width = max([10] + [len(r.name) for r in results])  # a row with defines has a long name
+    header = f"{'block':<{width}} {'LUT4':>6} {'FF':>6} {'BRAM':>5} {'DSP':>4} {'Fmax MHz':>9}  {'time':>11}  note"
     yield header
     yield "-" * len(header)
     for r in results:
@@ -842,7 +897,7 @@ def table(results: list[Result], options: Options) -> Iterator[str]:
         fmax = f"{r.fmax:.1f}" if r.fmax is not None else "-"
         seconds = f"{r.seconds:.0f} s" + (", cached" if r.cached else "")
         note = r.error or r.note
-        yield (f"{r.name:<10} {cell(counts.get('lut4')):>6} {cell(counts.get('ff')):>6} "
+        yield (f"{r.name:<{width}} {cell(counts.get('lut4')):>6} {cell(counts.get('ff')):>6} "
                f"{cell(counts.get('bram')):>5} {cell(counts.get('dsp')):>4} {fmax:>9}  {seconds:>11}  {note}")
     device = options.device
     dsp_note = ("the HX8K has no DSP blocks, --dsp synthesizes with -dsp for the UP5K"
@@ -900,6 +955,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="synthesize with -dsp for the UP5K (SB_MAC16) and place and route there, not on the HX8K")
     ap.add_argument("--synth-anyway", action="store_true",
                     help="synthesize blocks that fail the memory check too (a flip-flop memory can take an hour)")
+    ap.add_argument("--define", action="append", type=define, default=[], metavar="NAME=VALUE",
+                    help=f"a Verilog define for the top {TOP} (repeatable), e.g. GA2_SRAM_WORDS_D=8192; "
+                         f"with it the blocks default to {TOP} alone, the only row that takes its sizes from "
+                         "defines")
+    ap.add_argument("--place-all", action="store_true",
+                    help=f"place and route the area-only rows ({TOP}) too: nextpnr then says what does not fit")
     ap.add_argument("--no-cache", action="store_true", help="ignore cached results in out/synth/")
     ap.add_argument("--jobs", type=cli.in_range(int, 1, 64), default=2, metavar="N",
                     help="blocks run at a time (default 2)")
@@ -914,16 +975,45 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [name for name in args.blocks if name not in names]
     if unknown:
         ap.error(f"unknown block {', '.join(unknown)} (blocks: {', '.join(names)})")
+    others = [name for name in args.blocks if name != TOP]
+    if args.define and others:
+        ap.refuse("--define", f"only {TOP} takes its sizes from defines; {', '.join(others)} fix theirs with "
+                              "parameters in BLOCKS")
+    if args.define and not args.blocks:
+        args.blocks = [TOP]
     return args
 
 
-def choose_blocks(names: list[str]) -> list[Block]:
-    return [b for b in BLOCKS if not names or b.name in names]
+def choose_blocks(names: list[str], defines: tuple[str, ...] | list[str] = ()) -> list[Block]:
+    return [with_defines(b, defines) for b in BLOCKS if not names or b.name in names]
 
 
-def missing_tools(check_only: bool, blocks: list[Block]) -> list[str]:
-    needed = ["yosys"] + (["nextpnr-ice40"] if not check_only and any(b.pnr for b in blocks) else [])
+def missing_tools(check_only: bool, blocks: list[Block], place_all: bool = False) -> list[str]:
+    pnr = not check_only and (place_all or any(b.pnr for b in blocks))
+    needed = ["yosys"] + (["nextpnr-ice40"] if pnr else [])
     return [tool for tool in needed if shutil.which(tool) is None]
+
+
+def make_options(device: Device = HX8K, **choices: object) -> Options:
+    """Options for out/synth/ with the tool versions filled in (they are part of every cache key)."""
+    options = Options(out=ROOT / "out" / "synth", device=device, **choices)
+    options.versions["yosys"] = tool_version(["yosys", "-V"])
+    if shutil.which("nextpnr-ice40"):
+        options.versions["nextpnr"] = tool_version(["nextpnr-ice40", "--version"])
+    return options
+
+
+def synthesize_top(defines: tuple[str, ...] | list[str], *, place: bool = True, timeout: float = 1800.0,
+                   no_cache: bool = False) -> Result:
+    """The top ga2 built with `defines` (e.g. Config.rtl_defines()), checked, synthesized and, with
+    `place`, placed and routed on the HX8K with the same settings as `make synth` (seed 1, 100 MHz):
+    for make dse, which needs the area of each configuration it sweeps. Cached like any row, one
+    entry per set of defines. Runs in the calling thread; Ctrl-C kills Yosys and nextpnr. A step
+    that fails or times out is the result's error; a design that does not fit is its note (Fmax
+    None). Needs yosys (and nextpnr-ice40 with `place`): check missing_tools first."""
+    [block] = choose_blocks([TOP], defines)
+    options = make_options(timeout=timeout, no_cache=no_cache, place_all=place)
+    return run_block(Children(), block, options)
 
 
 def run_all(blocks: list[Block], options: Options, jobs: int) -> list[Result]:
@@ -947,18 +1037,15 @@ def raise_interrupt(_signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    blocks = choose_blocks(args.blocks)
-    missing = missing_tools(args.check_memories, blocks)
+    blocks = choose_blocks(args.blocks, args.define)
+    missing = missing_tools(args.check_memories, blocks, args.place_all)
     if missing:
         print(f"{' and '.join(missing)} missing: {INSTALL_HINT}", file=sys.stderr)
         return 1
     device = UP5K if args.dsp else HX8K
-    options = Options(out=ROOT / "out" / "synth", device=device, seed=args.seed, target_mhz=args.target_mhz,
-                      timeout=args.timeout, no_cache=args.no_cache, synth_anyway=args.synth_anyway,
-                      check_only=args.check_memories)
-    options.versions["yosys"] = tool_version(["yosys", "-V"])
-    if "nextpnr-ice40" not in missing and shutil.which("nextpnr-ice40"):
-        options.versions["nextpnr"] = tool_version(["nextpnr-ice40", "--version"])
+    options = make_options(device, seed=args.seed, target_mhz=args.target_mhz, timeout=args.timeout,
+                           no_cache=args.no_cache, synth_anyway=args.synth_anyway, check_only=args.check_memories,
+                           place_all=args.place_all)
     signal.signal(signal.SIGTERM, raise_interrupt)
     what = "memory check" if args.check_memories else f"synthesis for the {device.label}"
     progress(f"{what} of {len(blocks)} block{'s' * (len(blocks) != 1)}, {args.jobs} at a time "
