@@ -5,9 +5,11 @@ each verified on both simulators before it is reported.
 Usage: python tools/dse.py [--random N] [--jobs J] [--no-cache] [--no-area] [--only KEY ...]
 (``make dse`` runs it; docs/design_space.md explains the table.)
 
-Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in {2, 4, 8}
-(27 points; L4 S4096 Q4 is the default chip). For each point, in a worker process of its own
-(GA2_CONFIG-style: capra.config.set_active), on the machine's cores (--jobs, default 2):
+Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in {2, 4, 8} with the
+one-word external port, and the two-word port (ext_words=2) at ext_latency in {0, 4, 8} x sram_words
+in {2048, 4096, 8192} with the default queue of 4 (36 points; L4 S4096 Q4 is the default chip).
+For each point, in a worker process of its own (GA2_CONFIG-style: capra.config.set_active), on the
+machine's cores (--jobs, default 2):
 
   exactness  N random programs (--random, default 20) and the tiny model's 32-step decode (no
              window) replayed in Icarus and in Verilator built for the point; every word and all
@@ -20,7 +22,8 @@ Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in
              post-route Fmax from nextpnr-ice40 on the HX8K, or nextpnr's account of what does not fit
 
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
-grid has 9 RTL configurations (sram_words x dma_queue), each synthesized once, one after the other
+grid has 12 RTL configurations (sram_words x dma_queue, and sram_words with the two-word port),
+each synthesized once, one after the other
 and after the simulations (minutes each; cached in out/synth/cache/ per set of defines, so a
 second run takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
 LUT4 + 240 x BRAM: on the HX8K one 4-kbit block RAM is 1/32 of its block RAM as 240 LUT4 are 1/32
@@ -65,8 +68,11 @@ from capra import config  # noqa: E402
 LATENCIES = (0, 4, 8)
 SRAM_SIZES = (2048, 4096, 8192)
 QUEUES = (2, 4, 8)
+WIDE_QUEUE = 4  # the two-word port is swept at the default queue only: a full product doubles the synthesis
 GRID = tuple(config.Config(ext_latency=lat, sram_words=s, dma_queue=q)
-             for lat in LATENCIES for s in SRAM_SIZES for q in QUEUES)
+             for lat in LATENCIES for s in SRAM_SIZES for q in QUEUES) + tuple(
+    config.Config(ext_latency=lat, sram_words=s, dma_queue=WIDE_QUEUE, ext_words=2)
+    for lat in LATENCIES for s in SRAM_SIZES)
 STEPS = 32
 BATCH, BATCH_CONTEXT = 4, 8
 OUT = ROOT / "out"
@@ -97,8 +103,9 @@ def bram_count(cfg: config.Config) -> int:
 
 
 def rtl_label(cfg: config.Config) -> str:
-    """The part of a point's label the RTL sees: ``S4096 Q4`` (ext_latency is the testbench's)."""
-    return f"S{cfg.sram_words} Q{cfg.dma_queue}"
+    """The part of a point's label the RTL sees: ``S4096 Q4`` (`` E2`` for the two-word port;
+    ext_latency is the testbench's)."""
+    return cfg.label().split(" ", 1)[1]
 
 
 def replay_records(records: list[list[int]], name: str, extw: int) -> list[str]:
