@@ -10,3 +10,6 @@
 `ifndef GA2_EXT_WORDS_D
 `define GA2_EXT_WORDS_D 1
 `endif
+`ifndef GA2_N_D
+`define GA2_N_D 4
+`endif

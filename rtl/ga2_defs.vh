@@ -4,7 +4,7 @@
 // The configurable sizes (model/capra/config.py) come from rtl/ga2_cfg.vh's defines.
 `include "ga2_cfg.vh"
 /* verilator lint_off UNUSEDPARAM */
-localparam integer GA2_N           = 4;     // systolic array is N x N
+localparam integer GA2_N           = `GA2_N_D;  // systolic array is N x N (2, 4, 8)
 localparam integer GA2_LANES       = 4;     // int8 lanes per 32-bit word
 localparam integer GA2_SRAM_WORDS  = `GA2_SRAM_WORDS_D;        // a power of two, 2048..16384
 localparam integer GA2_SRAM_AW     = $clog2(`GA2_SRAM_WORDS_D); // address bits (12 at the default)

@@ -1,22 +1,30 @@
 `timescale 1ns/1ps
 `default_nettype none
-// ga2_mm: the matmul engine around the systolic array.
+// ga2_mm: the matmul engine around the N x N systolic array (N = 2, 4 or 8: GA2_N).
 //   out[r][m] = sum_k A[r][k] * B(k, m)  (+ bias[m]) (relu) (requantized to int8, or kept int32)
 // A is R packed int8 rows of K. B is K rows of M (flag BROWS: x @ W) or M rows of K (dot products
 // with rows, as in q @ K.T). A is taken N rows at a time (a batch tile of rt rows). A column window
 // (first column tile, number of tiles; 0 = to the last) restricts the work to those output columns,
-// so a program can run the part of a matmul whose weights have arrived.
+// so a program can run the part of a matmul whose weights have arrived. A column tile is one word
+// of an int8 output row (four columns) whatever N is: the data layout does not depend on the array.
 //
 // Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, one word per
-// cycle). Then B streams from the scratchpad, one read per cycle, in passes of one reduction each:
-//   BROWS: read k of a pass is the line of g consecutive words B[k][4t .. 4t+4g-1], column tiles
-//          t .. t+g-1. The array runs g = N/rt groups of rt rows side by side, one column tile
-//          each, all fed the same A rows: a one-row matmul keeps all N*N PEs busy and reads four B
-//          words per cycle. A enters from the left, B is injected at each group's top row.
-//   dot:   read q of a pass is word q/4 of B row 4t + q%4 (column tile t): array row i takes B row
-//          4t+i from the left through a shift register, array column c takes A row c from the top.
-//          K is padded to a multiple of four.
-// Lane i of each edge is delayed i cycles so that PE(i,c) meets both operands of a reduction step
+// cycle). Then B streams from the scratchpad in passes of one reduction each, a pass computing
+// `cols` output columns of every row of the tile:
+//   BROWS: cycle k of a pass reads one line (up to four consecutive words) of B row k. The array
+//          runs g groups of rt rows side by side, each on N columns, all fed the same A rows: g is
+//          the largest power of two with g*rt <= N and g*N <= 16 (the lanes of a line), 1 with BIAS,
+//          and cols = g*N. Group j takes line lanes j*N .. j*N+N-1 at its top row; A enters from
+//          the left. A one-row matmul keeps g*N PEs busy (all 16 of a 4 x 4 array).
+//   dot:   array row i takes B row (the pass's first column + i) from the left through a shift
+//          register, array column c takes A row c from the top; cols = N. Cycle q of a pass reads
+//          DOTW words (N int8 lanes for N = 8, else one word) of B row q mod PER, PER = 4*DOTW:
+//          the cycles a shift register takes to pass them on (with N = 2, rows 2 and 3 of the
+//          round are idle cycles). K is padded to a multiple of 4*DOTW.
+// With N = 2 a pass of two columns (BROWS with rt = 2 or BIAS, and the dot form) fills half of each
+// output word: passes then come in pairs, and the writer keeps the first half of each int8 word
+// until the second arrives.
+// Lane i of each edge is delayed i cycles so that every PE meets both operands of a reduction step
 // in the same cycle. `first` and `last` flags travel with the left operand: a pass follows the one
 // before it with no gap, and each PE keeps its finished sum in `res` while the next pass streams in.
 //
@@ -26,15 +34,17 @@
 //                 cycles, rt*kw reads, one cycle for the last rowmem write to land. A tile before
 //                 another is full (rt = N, so G >= 2N-1): its operands leave the array before the
 //                 next tile's group layout takes effect.
-//   passes        ceil(window tiles / g) of them (dot: g = 1); a pass reads R = (BROWS ? K : 4*kw)
-//                 + BIAS words (the bias line comes after the B reads); every pass but a tile's
-//                 first takes max(R, G) cycles, G = W + N - 1 (+ 2 with BIAS), pad cycles first.
+//   passes        ceil(4 * window tiles / cols) of them; a pass takes P = (BROWS ? K : PER *
+//                 ceil(kw/DOTW)) cycles plus, with BIAS, BL = ceil(N/4) line reads of its bias words
+//                 (after the B reads); every pass but a tile's first takes max(P, G) cycles,
+//                 G = W + N - 1 (+ 2 with BIAS), pad cycles first.
 // The writer reads a pass's results READ_TO_RES cycles after its last B read (3 to reach the array,
-// 3 in a PE, N-1 of skew) and handles W slots, one per cycle: W = U for int8 output (one word
-// each), U*N for int32 (one result each), U = used rows g*rt (BROWS) or columns rt (dot). A slot
-// is written WR_LAT cycles after it is read (bias and relu, then the five stages of the requant
-// bank, which ga2 shares between this unit and the vector unit); `done` is high in the cycle of the
-// last slot's write (a slot with nothing to write still takes its cycle).
+// 3 in a PE, N-1 of skew) and handles W slots, one per cycle: an int8 slot is one output word (four
+// columns of one row, two for a half pass), W = rt * max(1, cols/4); an int32 slot one result,
+// W = rt * cols. Slots go column by column, the rows of the tile inside. A slot is written WR_LAT
+// cycles after it is read (bias and relu, then the five stages of the requant bank, which ga2
+// shares between this unit and the vector unit); `done` is high in the cycle of the last slot's
+// write (a slot with nothing to write still takes its cycle).
 // G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
 // words until its last slot.
 module ga2_mm #(
@@ -71,9 +81,19 @@ module ga2_mm #(
     input  wire [31:0]  rq_y
 );
     `include "ga2_defs.vh"
-    // The array is as wide as a word has int8 lanes: a column tile is one word of four outputs, and
-    // the shifts by 2 below (4 * tile, k / 4) rely on N = LANES = 4.
     localparam integer N           = GA2_N;
+    localparam integer NB          = $clog2(N);            // bits of an array row or column index
+    localparam integer RB          = NB + 1;               // bits of a row count 0..N
+    localparam integer GMAX        = (N * N <= 16) ? N : 16 / N;  // most groups side by side (BROWS)
+    localparam integer PC          = GMAX * N;             // most columns a pass computes (<= 16)
+    localparam integer DOTW        = (N > 4) ? N / 4 : 1;  // words of a dot-form read
+    localparam integer PER         = 4 * DOTW;             // dot form: cycles between reads of one row
+    localparam integer SRB         = 4 * DOTW;             // bytes of a dot-form shift register
+    localparam integer BL          = (N + 3) / 4;          // line reads of a pass's bias words
+    localparam integer HALF        = (N < 4) ? 1 : 0;      // a pass may fill half an output word
+    localparam integer PB          = $clog2(PER);          // bits of a dot-form round index
+    localparam integer GB          = $clog2(GMAX);         // bits of a group index
+    localparam integer WB          = (N * N + N + 2 > 64) ? $clog2(N * N + N + 2) : 6;  // bits of W or G
     localparam integer READ_TO_RES = 3 + 3 + N - 1;
     localparam integer WR_LAT      = 6;
 
@@ -83,142 +103,174 @@ module ga2_mm #(
     reg [AW-1:0] b_r, qbias_r;
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
-    reg [AW-1:0] kw2, kw3;            // 2*kw, 3*kw (dot: the offsets of B rows 4t+2, 4t+3)
+    reg [8:0]  dot_lines;             // dot form: reads of one B row, ceil(kw / DOTW)
     reg [AW-1:0] tiles;               // column tiles: ceil(M/4) (a word row of an operand: < the scratchpad)
+    reg [AW-1:0] nkw;                 // dot form: N B rows, N*kw words (the next pass's first row)
     reg [15:0] t_first, t_end;        // the column window's first tile and the tile after its last
     wire out8  = fl[0];
     wire relu  = fl[1];
     wire biasf = fl[2];
     wire brows = fl[3];
-    wire [10:0] b_reads    = brows ? kl[10:0] : {kw, 2'b00};  // B reads of a pass (K <= 1024)
-    wire [10:0] pass_reads = b_reads + {10'd0, biasf};
+    wire [10:0] b_reads    = brows ? kl[10:0] : ({2'b00, dot_lines} << PB);  // B cycles of a pass
+    wire [10:0] pass_reads = b_reads + (biasf ? BL[10:0] : 11'd0);
 
     // ------------------------------------------------------------------- batch tile geometry
-    function [2:0] rows_of;           // rt = min(N, rows left)
+    function [RB-1:0] rows_of;        // rt = min(N, rows left)
         input [15:0] left;
         begin
-            rows_of = (left > 16'd4) ? 3'd4 : left[2:0];
+            rows_of = (left > N[15:0]) ? N[RB-1:0] : left[RB-1:0];
         end
     endfunction
-    function [2:0] groups_of;         // g: N/rt rounded down to a power of two; 1 for dot or BIAS
-        input [2:0] rt;
+    function [2:0] groups_of;         // g: 1, 2 or 4 (see the header); 1 for dot or BIAS
+        input [RB-1:0] rt;
         begin
             if (!brows || biasf) groups_of = 3'd1;
-            else if (rt == 3'd1) groups_of = 3'd4;
-            else if (rt == 3'd2) groups_of = 3'd2;
-            else groups_of = 3'd1;
+            else if (N == 4) groups_of = (rt == 1) ? 3'd4 : (rt == 2) ? 3'd2 : 3'd1;
+            else if (N == 8) groups_of = (rt <= (N[RB-1:0] >> 1)) ? 3'd2 : 3'd1;
+            else groups_of = (rt == 1) ? 3'd2 : 3'd1;
         end
     endfunction
-    function [4:0] slots_of;          // W
-        input [2:0] rt;
+    function [4:0] cols_of;           // columns a pass computes: g*N (BROWS) or N
         input [2:0] g;
-        reg   [4:0] used;
         begin
-            used = brows ? ((g == 3'd4) ? {2'd0, rt} << 2 : (g == 3'd2) ? {2'd0, rt} << 1 : {2'd0, rt})
-                         : {2'd0, rt};
-            slots_of = out8 ? used : (used << 2);
+            cols_of = g * N[4:0];
+        end
+    endfunction
+    function [WB-1:0] slots_of;       // W: rt * max(1, cols/4) int8 words or rt * cols int32 results
+        input [RB-1:0] rt;
+        input [2:0]    g;
+        reg   [4:0]    c;
+        begin
+            c = cols_of(g);
+            slots_of = rt * (out8 ? ((c < 5'd4) ? {{(WB-1){1'b0}}, 1'b1} : {{(WB-3){1'b0}}, c[4:2]})
+                                  : {{(WB-5){1'b0}}, c});
         end
     endfunction
 
-    reg [15:0] r_left;                // rows of A not yet in a tile, this tile's included
-    reg [AW-1:0] t_out;                 // output word of this tile's first row
-    reg [2:0]  t_rt, t_g;
-    reg [4:0]  t_w;
+    reg [15:0]   r_left;              // rows of A not yet in a tile, this tile's included
+    reg [AW-1:0] t_out;               // output word of this tile's first row
+    reg [RB-1:0] t_rt;
+    reg [2:0]    t_g;
+    reg [WB-1:0] t_w;
     // derived, registered one cycle after what they follow (used many cycles later)
-    reg [5:0]  t_gap;                 // G = W + N - 1 (+ 2 with BIAS)
-    reg [5:0]  t_pass_pad;            // max(0, G - pass_reads)
-    reg [2:0]  n_rt;                  // the next tile
-    reg [5:0]  n_aload_pad;           // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
+    reg [WB-1:0] t_gap;               // G = W + N - 1 (+ 2 with BIAS)
+    reg [WB-1:0] t_pass_pad;          // max(0, G - pass_reads)
+    reg [RB-1:0] n_rt;                // the next tile
+    reg [WB-1:0] n_aload_pad;         // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
     // ------------------------------------------------------------------- the read sequencer
     // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
     localparam [2:0] P_IDLE = 3'd0, P_SETUP = 3'd1, P_APAD = 3'd2, P_AREAD = 3'd3, P_ATURN = 3'd4,
                      P_BPAD = 3'd5, P_BREAD = 3'd6, P_DRAIN = 3'd7;
-    reg [2:0]  phase;
-    reg [10:0] cnt;                   // pad cycles left, or the read index within a pass
-    reg [2:0]  a_row;
-    reg [8:0]  a_word;
+    reg [2:0]    phase;
+    reg [10:0]   cnt;                 // pad cycles left, or the cycle within a pass
+    reg [NB-1:0] a_row;
+    reg [8:0]    a_word;
     reg [AW-1:0] a_ptr;
-    reg [15:0] tile;                  // the pass's first column tile
-    reg [AW-1:0] b_ptr;                 // BROWS: the line of reduction step cnt; dot: B row 4*tile
-    reg [AW-1:0] b_first;               // dot: B row 4*t_first, where every batch tile's first pass starts
-    reg        tile_start;            // this pass is its batch tile's first
+    reg [15:0]   tile;                // the pass's first column tile
+    reg          half;                // N = 2: the pass is the second half of its tile
+    reg [AW-1:0] b_ptr;               // BROWS: the line of reduction step cnt; dot: B row of the pass's first column
+    reg [AW-1:0] b_first;             // dot: B row 4*t_first, where every batch tile's first pass starts
+    reg [AW-1:0] d_line, d_addr;      // dot: this round's row-0 word, and the read of this cycle
+    reg          tile_start;          // this pass is its batch tile's first
     // The pipelines below advance only while the engine runs (from the setup cycle to `done`):
     // a clock enable, which an idle engine's simulation (and power) thanks it for.
     wire       run = (phase != P_IDLE);
 
-    wire [15:0] left_after = r_left - 16'd4;
-    wire [10:0] n_aload    = kw * {8'd0, n_rt} + 11'd1;
+    wire [15:0]   left_after = r_left - N[15:0];
+    wire [10:0]   n_aload    = kw * {{(11-RB){1'b0}}, n_rt} + 11'd1;
+    wire [WB-1:0] gap_now    = t_w + N[WB-1:0] - {{(WB-1){1'b0}}, 1'b1} + (biasf ? 2 : 0);
     always @(posedge clk) begin
         if (rst) begin
-            t_gap <= 6'd0;
-            t_pass_pad <= 6'd0;
-            n_rt <= 3'd0;
-            n_aload_pad <= 6'd0;
+            t_gap <= {WB{1'b0}};
+            t_pass_pad <= {WB{1'b0}};
+            n_rt <= {RB{1'b0}};
+            n_aload_pad <= {WB{1'b0}};
         end else if (run) begin
-            t_gap <= {1'b0, t_w} + 6'd3 + (biasf ? 6'd2 : 6'd0);
-            t_pass_pad <= ({5'd0, t_gap} > pass_reads) ? (t_gap - pass_reads[5:0]) : 6'd0;
+            t_gap <= gap_now;
+            t_pass_pad <= ({{(11-WB){1'b0}}, t_gap} > pass_reads) ? (t_gap - pass_reads[WB-1:0]) : {WB{1'b0}};
             n_rt <= rows_of(left_after);
-            n_aload_pad <= ({5'd0, t_gap} > n_aload) ? (t_gap - n_aload[5:0]) : 6'd0;
+            n_aload_pad <= ({{(11-WB){1'b0}}, t_gap} > n_aload) ? (t_gap - n_aload[WB-1:0]) : {WB{1'b0}};
         end
     end
 
-    wire        a_last      = (a_row == t_rt - 3'd1) && (a_word == kw - 9'd1);
+    // the pass's width and where the next one starts
+    wire [4:0]  t_cols      = brows ? cols_of(t_g) : N[4:0];
+    wire        half_pass   = (HALF != 0) && (t_cols == 5'd2);     // two columns: half an output word
+    wire [15:0] next_tile   = tile + (half_pass ? {15'd0, half} : {13'd0, t_cols[4:2]});
+    wire        more_passes = (half_pass && !half) || (next_tile < t_end);
+    wire        more_tiles  = r_left > N[15:0];
+
+    wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && (a_word == kw - 9'd1);
     wire        in_b        = (phase == P_BREAD) && (cnt < b_reads);
     wire        in_bias     = (phase == P_BREAD) && !in_b;
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads - 11'd1);
     wire        last_b      = in_b && (cnt == b_reads - 11'd1);
-    wire [15:0] next_tile   = tile + {13'd0, t_g};
-    wire        more_passes = next_tile < t_end;
-    wire        more_tiles  = r_left > 16'd4;
 
-    // valid line words (BROWS: column tiles in the window; dot: the pass's B rows below M) and
-    // valid columns (bit 4j+c: column 4*(tile+j)+c < M)
-    function [3:0] words_valid;
+    // the pass's valid columns (bit p: column 4*tile + 2*half + p lies below M and in the window;
+    // in the dot form column p is array row p's B row) and valid line words (BROWS)
+    function [PC-1:0] cols_valid;
+        input [15:0] t;
+        input        h;
+        input [4:0]  c;               // the pass's columns
+        integer p;
+        reg [17:0] col;
+        reg [15:0] word;
+        begin
+            for (p = 0; p < PC; p = p + 1) begin
+                col = {t, 2'b00} + {16'd0, h, 1'b0} + p[17:0];
+                word = col[17:2];
+                cols_valid[p] = (p[4:0] < c) && (col < {2'b00, mt}) && (word < t_end);
+            end
+        end
+    endfunction
+    function [3:0] words_valid;       // BROWS: the line words a pass reads
         input [15:0] t;
         input [2:0]  g;
         integer j;
-        reg [17:0] row;
+        reg [4:0] c;
         begin
-            for (j = 0; j < 4; j = j + 1) begin
-                row = {t, 2'b00} + j[17:0];
-                words_valid[j] = brows ? ((j < g) && ((t + j[15:0]) < t_end)) : (row < {2'b00, mt});
-            end
+            c = cols_of(g);
+            for (j = 0; j < 4; j = j + 1)
+                words_valid[j] = ((j == 0) || ({j[2:0], 2'b00} < c)) && ((t + j[15:0]) < t_end);
         end
     endfunction
-    function [15:0] cols_valid;
-        input [15:0] t;
-        integer j, c;
-        reg [17:0] col;
-        begin
-            for (j = 0; j < 4; j = j + 1) begin
-                for (c = 0; c < 4; c = c + 1) begin
-                    col = {t + j[15:0], 2'b00} + c[17:0];
-                    cols_valid[4*j+c] = col < {2'b00, mt};
-                end
-            end
-        end
-    endfunction
-    reg [3:0]  pass_words;
-    reg [15:0] pass_cols;
+    reg [3:0]    pass_words;
+    reg [PC-1:0] pass_cols;
 
     // the read of this cycle
-    wire [1:0]  dot_row  = cnt[1:0];
-    wire [AW-1:0] dot_off = (dot_row == 2'd0) ? {AW{1'b0}} : (dot_row == 2'd1) ? {{(AW-9){1'b0}}, kw} :
-                           (dot_row == 2'd2) ? kw2 : kw3;
-    wire [AW-1:0] b_addr   = brows ? (b_ptr + tile[AW-1:0]) : (b_ptr + dot_off + {{(AW-9){1'b0}}, cnt[10:2]});
+    wire [PB-1:0]   dot_r   = cnt[PB-1:0];                  // dot form: the array row read
+    wire [10-PB:0]  dot_l   = cnt[10:PB];                   // and its round (words DOTW*l ..)
+    reg             dot_col;                                // the row's B row is real
+    integer xr;
+    always @* begin
+        dot_col = 1'b0;
+        for (xr = 0; xr < N; xr = xr + 1) begin
+            if (dot_r == xr[PB-1:0]) dot_col = pass_cols[xr];
+        end
+    end
+    wire            dot_rd  = ({{(4-PB){1'b0}}, dot_r} < N[3:0]) && dot_col;
+    wire            dot_w2  = (DOTW > 1) && ({{PB{1'b0}}, dot_l, 1'b1} < {3'b000, kw});  // the read's second word
+    wire [3:0]      dot_mask = {2'b00, dot_w2 && dot_rd, dot_rd};
+    wire            bias_l1 = (BL > 1) && (cnt != b_reads);  // the pass's second bias line (N = 8)
+    wire [AW-1:0]   b_addr  = brows ? (b_ptr + tile[AW-1:0]) : d_addr;
+    wire [AW-1:0]   bias_at = qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0}
+                              + {{(AW-3){1'b0}}, bias_l1, 2'b00};
+    wire [3:0]      bias_mask = bias_l1 ? pass_cols[(BL > 1 ? 7 : 3) -: 4] : pass_cols[3:0];
     assign rd_mask = (phase == P_AREAD) ? 4'b0001 :
-                     in_b ? (brows ? pass_words : {3'd0, pass_words[dot_row]}) :
-                     in_bias ? pass_cols[3:0] : 4'd0;
-    assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : (qbias_r + {tile[AW-3:0], 2'b00});
+                     in_b ? (brows ? pass_words : dot_mask) :
+                     in_bias ? bias_mask : 4'd0;
+    assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : bias_at;
 
-    // enter the first step of batch tile `left` rows from now
+    // enter a pass at column tile t (and half h)
     task begin_pass;
         input [15:0] t;
+        input        h;
         input [2:0]  g;
         begin
             tile <= t;
+            half <= h;
             pass_words <= words_valid(t, g);
-            pass_cols <= cols_valid(t);
+            pass_cols <= cols_valid(t, h, brows ? cols_of(g) : N[4:0]);
         end
     endtask
 
@@ -234,26 +286,29 @@ module ga2_mm #(
             qbias_r <= {AW{1'b0}};
             qs_r <= 6'd0;
             kw <= 9'd0;
-            kw2 <= {AW{1'b0}};
-            kw3 <= {AW{1'b0}};
+            dot_lines <= 9'd0;
+            nkw <= {AW{1'b0}};
             tiles <= {AW{1'b0}};
             t_first <= 16'd0;
             t_end <= 16'd0;
             r_left <= 16'd0;
             t_out <= {AW{1'b0}};
-            t_rt <= 3'd0;
+            t_rt <= {RB{1'b0}};
             t_g <= 3'd0;
-            t_w <= 5'd0;
+            t_w <= {WB{1'b0}};
             cnt <= 11'd0;
-            a_row <= 3'd0;
+            a_row <= {NB{1'b0}};
             a_word <= 9'd0;
             a_ptr <= {AW{1'b0}};
             tile <= 16'd0;
+            half <= 1'b0;
             b_ptr <= {AW{1'b0}};
             b_first <= {AW{1'b0}};
+            d_line <= {AW{1'b0}};
+            d_addr <= {AW{1'b0}};
             tile_start <= 1'b0;
             pass_words <= 4'd0;
-            pass_cols <= 16'd0;
+            pass_cols <= {PC{1'b0}};
         end else begin
             case (phase)
                 P_IDLE: if (start) begin
@@ -277,12 +332,12 @@ module ga2_mm #(
                 end
                 P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
                     b_first <= b_r + (brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00});
-                    kw2 <= {{(AW-10){1'b0}}, kw, 1'b0};
-                    kw3 <= {{(AW-10){1'b0}}, kw, 1'b0} + {{(AW-9){1'b0}}, kw};
+                    nkw <= {{(AW-9){1'b0}}, kw} << NB;
+                    dot_lines <= (DOTW > 1) ? {1'b0, kw[8:1]} + {8'd0, kw[0]} : kw;
                     t_rt <= rows_of(r_all);
                     t_g <= groups_of(rows_of(r_all));
                     t_w <= slots_of(rows_of(r_all), groups_of(rows_of(r_all)));
-                    a_row <= 3'd0;
+                    a_row <= {NB{1'b0}};
                     a_word <= 9'd0;
                     phase <= P_AREAD;
                 end
@@ -294,7 +349,7 @@ module ga2_mm #(
                     a_ptr <= a_ptr + {{(AW-1){1'b0}}, 1'b1};
                     if (a_word == kw - 9'd1) begin
                         a_word <= 9'd0;
-                        a_row <= a_row + 3'd1;
+                        a_row <= a_row + 1'b1;
                     end else begin
                         a_word <= a_word + 9'd1;
                     end
@@ -302,7 +357,9 @@ module ga2_mm #(
                 end
                 P_ATURN: begin  // the tile's first pass comes next
                     b_ptr <= brows ? b_r : b_first;
-                    begin_pass(t_first, t_g);
+                    d_line <= b_first;
+                    d_addr <= b_first;
+                    begin_pass(t_first, 1'b0, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
                     phase <= P_BREAD;
@@ -314,23 +371,35 @@ module ga2_mm #(
                 P_BREAD: begin
                     cnt <= cnt + 11'd1;
                     if (brows && in_b) b_ptr <= b_ptr + tiles;
+                    if (!brows && in_b) begin  // the dot form's next read: the next row, or the next round
+                        if (dot_r == PER[PB-1:0] - 1'b1) begin
+                            d_line <= d_line + DOTW[AW-1:0];
+                            d_addr <= d_line + DOTW[AW-1:0];
+                        end else begin
+                            d_addr <= d_addr + {{(AW-9){1'b0}}, kw};
+                        end
+                    end
                     if (last_b) tile_start <= 1'b0;
                     if (pass_end) begin
                         if (more_passes) begin
-                            begin_pass(next_tile, t_g);
-                            b_ptr <= brows ? b_r : (b_ptr + {kw2[AW-2:0], 1'b0});
-                            cnt <= (t_pass_pad != 6'd0) ? {5'd0, t_pass_pad} : 11'd0;
-                            phase <= (t_pass_pad != 6'd0) ? P_BPAD : P_BREAD;
+                            if (half_pass && !half) begin_pass(tile, 1'b1, t_g);
+                            else begin_pass(next_tile, 1'b0, t_g);
+                            // dot form: the next pass's first B row is N rows on
+                            b_ptr <= brows ? b_r : (b_ptr + nkw);
+                            d_line <= b_ptr + nkw;
+                            d_addr <= b_ptr + nkw;
+                            cnt <= (t_pass_pad != {WB{1'b0}}) ? {{(11-WB){1'b0}}, t_pass_pad} : 11'd0;
+                            phase <= (t_pass_pad != {WB{1'b0}}) ? P_BPAD : P_BREAD;
                         end else if (more_tiles) begin
                             r_left <= left_after;
                             t_rt <= n_rt;
                             t_g <= groups_of(n_rt);
                             t_w <= slots_of(n_rt, groups_of(n_rt));
-                            t_out <= t_out + (out8 ? {tiles[AW-3:0], 2'b00} : {mt[AW-3:0], 2'b00});
-                            a_row <= 3'd0;
+                            t_out <= t_out + (out8 ? (tiles << NB) : (mt[AW-1:0] << NB));
+                            a_row <= {NB{1'b0}};
                             a_word <= 9'd0;
-                            cnt <= {5'd0, n_aload_pad};
-                            phase <= (n_aload_pad != 6'd0) ? P_APAD : P_AREAD;
+                            cnt <= {{(11-WB){1'b0}}, n_aload_pad};
+                            phase <= (n_aload_pad != {WB{1'b0}}) ? P_APAD : P_AREAD;
                         end else begin
                             phase <= P_DRAIN;
                         end
@@ -343,23 +412,24 @@ module ga2_mm #(
     end
 
     // ------------------------------------------------ the tag of each read, two cycles down
-    // Stage 1 (the cycle after a read) reads rowmem for a B read's reduction step; stage 2 (the
+    // Stage 1 (the cycle after a read) reads rowmem for a B step's reduction step; stage 2 (the
     // read's data is here) writes rowmem for an A read and fills the array's edge registers.
+    // A B step happens every cycle of a pass's B part, whether or not it reads (N = 2, dot form).
     localparam [1:0] T_NONE = 2'd0, T_A = 2'd1, T_B = 2'd2, T_BIAS = 2'd3;
-    reg [1:0]  tg1_kind, tg2_kind;
-    reg [1:0]  tg1_arow, tg2_arow;
-    reg [7:0]  tg1_aword, tg2_aword;
-    reg [9:0]  tg1_k, tg2_k;          // reduction step (dot: the read index q)
-    reg        tg1_first, tg2_first, tg1_last, tg2_last, tg1_new, tg2_new;
-    reg [3:0]  tg1_words, tg2_words;
-    reg [15:0] tg1_cols, tg2_cols;
-    reg [2:0]  tg1_rt, tg2_rt;
+    reg [1:0]    tg1_kind, tg2_kind;
+    reg [NB-1:0] tg1_arow, tg2_arow;
+    reg [7:0]    tg1_aword, tg2_aword;
+    reg [9:0]    tg1_k, tg2_k;        // the step: BROWS the reduction step, dot the cycle of the pass
+    reg          tg1_first, tg2_first, tg1_last, tg2_last, tg1_new, tg2_new;
+    reg          tg1_bl, tg2_bl;
+    reg [PC-1:0] tg1_cols, tg2_cols;
+    reg [RB-1:0] tg1_rt, tg2_rt;
     always @(posedge clk) begin
         if (rst) begin
             tg1_kind <= T_NONE;
             tg2_kind <= T_NONE;
-            tg1_arow <= 2'd0;
-            tg2_arow <= 2'd0;
+            tg1_arow <= {NB{1'b0}};
+            tg2_arow <= {NB{1'b0}};
             tg1_aword <= 8'd0;
             tg2_aword <= 8'd0;
             tg1_k <= 10'd0;
@@ -370,21 +440,21 @@ module ga2_mm #(
             tg2_last <= 1'b0;
             tg1_new <= 1'b0;
             tg2_new <= 1'b0;
-            tg1_words <= 4'd0;
-            tg2_words <= 4'd0;
-            tg1_cols <= 16'd0;
-            tg2_cols <= 16'd0;
-            tg1_rt <= 3'd0;
-            tg2_rt <= 3'd0;
+            tg1_bl <= 1'b0;
+            tg2_bl <= 1'b0;
+            tg1_cols <= {PC{1'b0}};
+            tg2_cols <= {PC{1'b0}};
+            tg1_rt <= {RB{1'b0}};
+            tg2_rt <= {RB{1'b0}};
         end else if (run) begin
             tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
-            tg1_arow <= a_row[1:0];
+            tg1_arow <= a_row;
             tg1_aword <= a_word[7:0];
             tg1_k <= cnt[9:0];
             tg1_first <= (cnt == 11'd0);
             tg1_last <= last_b;
             tg1_new <= tile_start && (cnt == 11'd0);
-            tg1_words <= pass_words;
+            tg1_bl <= bias_l1;
             tg1_cols <= pass_cols;
             tg1_rt <= t_rt;
             tg2_kind <= tg1_kind;
@@ -394,7 +464,7 @@ module ga2_mm #(
             tg2_first <= tg1_first;
             tg2_last <= tg1_last;
             tg2_new <= tg1_new;
-            tg2_words <= tg1_words;
+            tg2_bl <= tg1_bl;
             tg2_cols <= tg1_cols;
             tg2_rt <= tg1_rt;
         end
@@ -402,7 +472,7 @@ module ga2_mm #(
 
     // rowmem: the batch tile's A rows, bank r = row r
     wire [N*32-1:0] rm_data;
-    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K / 4), .AW(8), .BW(2)) u_rowmem (
+    rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K / 4), .AW(8), .BW(NB)) u_rowmem (
         .clk(clk),
         .we(tg2_kind == T_A), .wbank(tg2_arow), .waddr(tg2_aword), .wdata(rd_data[31:0]),
         .re(tg1_kind == T_B), .raddr(tg1_k[9:2]), .rdata(rm_data)
@@ -410,45 +480,83 @@ module ga2_mm #(
 
     // ------------------------------------------------------------------- the array's edges
     // A lanes (lane r = A row r): BROWS left edge of the rows that take row r, dot top edge of
-    // column r. Lane r is delayed r cycles. B lanes (BROWS): word j of the line, column c; delayed
-    // c cycles. Dot: one shift register per array row holds that row's current B word and flags.
-    // The next values are wires and each edge register is one vector: few events per cycle.
-    wire        step_b    = (tg2_kind == T_B);
-    // dot pads K to a multiple of 4: A's lanes past K enter as zero, so B's (whatever they hold)
-    // add nothing to the sums
-    wire        k_in      = {6'd0, tg2_k} < kl;
-    wire [1:0]  dot_row2  = tg2_k[1:0];
-    wire [7:0]  dot_word2 = tg2_k[9:2];
-    reg  [N*8-1:0]   a_next;
-    reg  [N*N*8-1:0] b_next;
-    reg  [N*32-1:0]  sr_next;
-    reg  [N*4-1:0]   srf_next, srl_next;
-    reg  [N*8-1:0]   a_edge_v;
-    reg  [N*N*8-1:0] b_edge_v;
-    reg  [N*32-1:0]  sr_v;
-    reg  [N*4-1:0]   srf_v, srl_v;
-    reg              af_edge, al_edge;
+    // column r. Lane r is delayed r cycles. B lanes (BROWS): group j, column c takes line lane
+    // j*N + c (+ 2 in a second half pass); delayed c cycles. Dot: one shift register per array row
+    // holds that row's current B lanes and flags. The next values are wires and each edge register
+    // is one vector: few events per cycle.
+    localparam integer BE = GMAX * N;  // B lanes of the edge
+    wire            step_b   = (tg2_kind == T_B);
+    // dot pads K to a multiple of 4*DOTW: A's lanes past K enter as zero, so B's (whatever they
+    // hold) add nothing to the sums
+    wire            k_in     = {6'd0, tg2_k} < kl;
+    wire [PB-1:0]   dot_r2   = tg2_k[PB-1:0];
+    wire [9-PB:0]   dot_l2   = tg2_k[9:PB];
+    reg  [N*8-1:0]     a_next;
+    reg  [BE*8-1:0]    b_next;
+    reg  [N*SRB*8-1:0] sr_next;
+    reg  [N*SRB-1:0]   srf_next, srl_next;
+    reg  [N*8-1:0]     a_edge_v;
+    reg  [BE*8-1:0]    b_edge_v;
+    reg  [N*SRB*8-1:0] sr_v;
+    reg  [N*SRB-1:0]   srf_v, srl_v;
+    reg                af_edge, al_edge;
+    wire [SRB*8-1:0]   dot_word;       // the read's DOTW words, a second one past the row as zero
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
             always @* a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-            for (gc = 0; gc < N; gc = gc + 1) begin : g_col
-                always @* b_next[(ge*N+gc)*8 +: 8] = (step_b && brows && tg2_words[ge] && tg2_cols[4*ge+gc])
-                                                  ? rd_data[ge*32 + gc*8 +: 8] : 8'd0;
+            wire load = step_b && !brows && dot_r2 == ge;
+            always @* sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
+                                                        : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
+            always @* srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
+                                                     : {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
+            always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
+                                                     : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
+        end
+        if (DOTW > 1) begin : g_dot2
+            reg w2_1, w2_2;  // the read of one and two cycles ago had a second word
+            always @(posedge clk) begin
+                if (rst) begin
+                    w2_1 <= 1'b0;
+                    w2_2 <= 1'b0;
+                end else if (run) begin
+                    w2_1 <= dot_w2;
+                    w2_2 <= w2_1;
+                end
             end
-            wire load = step_b && !brows && dot_row2 == ge;
-            always @* sr_next[ge*32 +: 32]  = load ? (tg2_words[ge] ? rd_data[31:0] : 32'd0) : {8'd0, sr_v[ge*32 + 8 +: 24]};
-            always @* srf_next[ge*4 +: 4]   = load ? ((dot_word2 == 8'd0) ? 4'b0001 : 4'b0000) : {1'b0, srf_v[ge*4 + 1 +: 3]};
-            always @* srl_next[ge*4 +: 4]   = load ? (({1'b0, dot_word2} == kw - 9'd1) ? 4'b1000 : 4'b0000)
-                                                : {1'b0, srl_v[ge*4 + 1 +: 3]};
+            assign dot_word = {w2_2 ? rd_data[63:32] : 32'd0, rd_data[31:0]};
+        end else begin : g_dot1
+            assign dot_word = rd_data[31:0];
+        end
+        if (HALF != 0) begin : g_blane_half
+            // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass
+            reg h1, h2;  // the half of the read one and two cycles ago
+            always @(posedge clk) begin
+                if (rst) begin
+                    h1 <= 1'b0;
+                    h2 <= 1'b0;
+                end else if (run) begin
+                    h1 <= half;
+                    h2 <= h1;
+                end
+            end
+            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc])
+                                              ? (h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8]) : 8'd0;
+            end
+        end else begin : g_blane_whole
+            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+                // the pass's column gc is line lane gc
+                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc]) ? rd_data[gc*8 +: 8] : 8'd0;
+            end
         end
     endgenerate
     always @(posedge clk) begin
         if (rst) begin
             af_edge <= 1'b0;
             al_edge <= 1'b0;
-            srf_v <= {N*4{1'b0}};
-            srl_v <= {N*4{1'b0}};
+            srf_v <= {N*SRB{1'b0}};
+            srl_v <= {N*SRB{1'b0}};
         end else if (run) begin
             a_edge_v <= a_next;
             b_edge_v <= b_next;
@@ -459,35 +567,34 @@ module ga2_mm #(
             srl_v <= srl_next;
         end
     end
-    wire [7:0] a_edge [0:N-1];
-    wire [7:0] b_edge [0:N*N-1];
-    generate
-        for (ge = 0; ge < N; ge = ge + 1) begin : g_lane
-            assign a_edge[ge] = a_edge_v[ge*8 +: 8];
-            for (gc = 0; gc < N; gc = gc + 1) begin : g_b
-                assign b_edge[ge*N+gc] = b_edge_v[(ge*N+gc)*8 +: 8];
-            end
-        end
-    endgenerate
 
     // lane delays: lane i of a_del / b_del is i cycles behind its edge register. One shift register
     // holds the last N-1 cycles' edges; synthesis keeps only the taps used (a triangle of registers).
-    localparam integer EW = N * 8 + 2 + N * N * 8;  // an edge: A lanes, first, last, B lanes
+    localparam integer EW = N * 8 + 2 + BE * 8;  // an edge: A lanes, first, last, B lanes
     wire [EW-1:0]       edge_now = {b_edge_v, al_edge, af_edge, a_edge_v};
     reg  [EW*(N-1)-1:0] edge_past;                 // slice d-1: the edges of d cycles ago
-    always @(posedge clk) begin
-        if (rst) edge_past <= {EW*(N-1){1'b0}};
-        else if (run) edge_past <= {edge_past[EW*(N-1)-EW-1:0], edge_now};
-    end
+    generate
+        if (N > 2) begin : g_past_n
+            always @(posedge clk) begin
+                if (rst) edge_past <= {EW*(N-1){1'b0}};
+                else if (run) edge_past <= {edge_past[EW*(N-2)-1:0], edge_now};
+            end
+        end else begin : g_past_1
+            always @(posedge clk) begin
+                if (rst) edge_past <= {EW{1'b0}};
+                else if (run) edge_past <= edge_now;
+            end
+        end
+    endgenerate
     wire [7:0] a_del [0:N-1];
     wire       af_del [0:N-1];
     wire       al_del [0:N-1];
-    wire [7:0] b_del [0:N*N-1];
+    wire [7:0] b_del [0:BE-1];
     genvar gi, gj;
     generate
         for (gi = 0; gi < N; gi = gi + 1) begin : g_adel
             if (gi == 0) begin : g_now
-                assign a_del[gi] = a_edge[gi];
+                assign a_del[gi] = a_edge_v[7:0];
                 assign af_del[gi] = af_edge;
                 assign al_del[gi] = al_edge;
             end else begin : g_late
@@ -496,34 +603,62 @@ module ga2_mm #(
                 assign al_del[gi] = edge_past[EW*(gi-1) + N*8 + 1];
             end
         end
-        for (gj = 0; gj < N * N; gj = gj + 1) begin : g_bdel
+        for (gj = 0; gj < BE; gj = gj + 1) begin : g_bdel
             localparam integer D = gj % N;
             if (D == 0) begin : g_now
-                assign b_del[gj] = b_edge[gj];
+                assign b_del[gj] = b_edge_v[gj*8 +: 8];
             end else begin : g_late
                 assign b_del[gj] = edge_past[EW*(D-1) + N*8 + 2 + gj*8 +: 8];
             end
         end
     endgenerate
 
-    // the array's layout for the batch tile whose operands are arriving: array row i takes A row
-    // i mod rt and (BROWS) belongs to group i / rt, whose top row takes B from the line
-    reg [1:0]  lay_lane [0:N-1];
-    reg [1:0]  lay_group [0:N-1];
-    reg [N-1:0] lay_inj;
+    // the array's layout for the batch tile whose operands are arriving. BROWS: array row i < g*rt
+    // belongs to group i / rt and takes A row i mod rt, and a group's top row takes B from the
+    // line; rows past g*rt take B from above and their sums are never read. Dot: row i takes B row
+    // i of the pass from the left, row 0 takes A from the top.
+    function [NB+GB:0] place;          // {inject, group, lane} of array row i for rt rows in g groups
+        input integer  i;
+        input [RB-1:0] rt;
+        input [2:0]    g;
+        integer x, lane, group;
+        begin
+            lane = 0;
+            group = 0;
+            for (x = 0; x < N; x = x + 1) begin
+                if (x < i) begin
+                    if (lane + 1 == {{(32-RB){1'b0}}, rt}) begin
+                        lane = 0;
+                        group = group + 1;
+                    end else begin
+                        lane = lane + 1;
+                    end
+                end
+            end
+            if (group < {29'd0, g}) place = {lane == 0, group[GB-1:0], lane[NB-1:0]};
+            else place = {(NB+GB+1){1'b0}};
+        end
+    endfunction
+    reg [NB-1:0] lay_lane [0:N-1];
+    reg [GB-1:0] lay_group [0:N-1];
+    reg [N-1:0]  lay_inj;
     integer i;
     always @(posedge clk) begin
         if (rst) begin
             for (i = 0; i < N; i = i + 1) begin
-                lay_lane[i] <= 2'd0;
-                lay_group[i] <= 2'd0;
+                lay_lane[i] <= {NB{1'b0}};
+                lay_group[i] <= {GB{1'b0}};
             end
             lay_inj <= {N{1'b0}};
         end else if (step_b && tg2_new) begin
             for (i = 0; i < N; i = i + 1) begin
-                lay_lane[i] <= brows ? mod_rt(i[1:0], tg2_rt) : i[1:0];
-                lay_group[i] <= brows ? div_rt(i[1:0], tg2_rt) : 2'd0;
-                lay_inj[i] <= brows ? (mod_rt(i[1:0], tg2_rt) == 2'd0) : (i == 0);
+                if (brows) begin
+                    {lay_inj[i], lay_group[i], lay_lane[i]} <= place(i, tg2_rt, groups_of(tg2_rt));
+                end else begin
+                    lay_lane[i] <= i[NB-1:0];
+                    lay_group[i] <= {GB{1'b0}};
+                    lay_inj[i] <= (i == 0);
+                end
             end
         end
     end
@@ -535,11 +670,11 @@ module ga2_mm #(
     genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*32 +: 8];
-            always @* first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*4];
-            always @* last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*4];
+            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*SRB*8 +: 8];
+            always @* first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*SRB];
+            always @* last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*SRB];
             for (gt = 0; gt < N; gt = gt + 1) begin : g_top
-                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[lay_group[gr]*N + gt] :
+                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr], gt[NB-1:0]}] :
                                                  (gr == 0) ? a_del[gt] : 8'd0;
             end
         end
@@ -551,11 +686,14 @@ module ga2_mm #(
     );
 
     // ------------------------------------------------------------------------- bias words
+    // one int32 word per column of the pass (BIAS runs one group: N columns), read in BL lines
     reg [31:0] bias_l [0:N-1];
     integer l;
     always @(posedge clk) begin
         if (tg2_kind == T_BIAS) begin
-            for (l = 0; l < N; l = l + 1) bias_l[l] <= rd_data[l*32 +: 32];
+            for (l = 0; l < N; l = l + 1) begin
+                if ((l / 4 == 1) == tg2_bl) bias_l[l] <= rd_data[(l % 4)*32 +: 32];
+            end
         end
     end
 
@@ -565,34 +703,46 @@ module ga2_mm #(
     // at most ceil(READ_TO_RES / N) jobs wait at once.
     localparam integer JOBS = 4;
     reg [AW-1:0] jq_out  [0:JOBS-1];
-    reg [2:0]  jq_rt   [0:JOBS-1];
-    reg [4:0]  jq_w    [0:JOBS-1];
-    reg [15:0] jq_tile [0:JOBS-1];
-    reg        jq_last [0:JOBS-1];
-    reg [1:0]  jq_wp, jq_rp;
+    reg [RB-1:0] jq_rt   [0:JOBS-1];
+    reg [WB-1:0] jq_w    [0:JOBS-1];
+    reg [15:0]   jq_tile [0:JOBS-1];
+    reg          jq_half [0:JOBS-1];
+    reg          jq_hp   [0:JOBS-1];
+    reg          jq_last [0:JOBS-1];
+    reg [1:0]    jq_wp, jq_rp;
     reg [READ_TO_RES-1:0] jq_go;      // bit d: a pass ended d+1 cycles ago
-    wire       job_push = last_b;
-    wire       job_pop  = jq_go[READ_TO_RES-2];
+    wire         job_push = last_b;
+    wire         job_pop  = jq_go[READ_TO_RES-2];
 
-    reg        w_on;
-    reg [4:0]  w_slot;
-    reg [AW-1:0] w_out;
-    reg [15:0] w_tile;
-    reg [2:0]  w_rt;
-    reg [4:0]  w_w;
-    reg        w_last;
+    // slot (w_pw, w_ar): pass word w_pw (OUT8; a half pass has one) or pass column w_pw (int32),
+    // of the tile's row w_ar; the rows go fastest
+    reg          w_on;
+    reg [WB-1:0] w_slot;
+    reg [AW-1:0] w_out, w_rowadr;
+    reg [15:0]   w_tile;
+    reg [RB-1:0] w_rt;
+    reg [WB-1:0] w_w;
+    reg          w_half, w_hp, w_last;
+    reg [NB-1:0] w_ar;
+    reg [3:0]    w_pw;
+    wire [AW-1:0] row_step = out8 ? tiles : mt[AW-1:0];
     always @(posedge clk) begin
         if (rst) begin
             jq_wp <= 2'd0;
             jq_rp <= 2'd0;
             jq_go <= {READ_TO_RES{1'b0}};
             w_on <= 1'b0;
-            w_slot <= 5'd0;
+            w_slot <= {WB{1'b0}};
             w_out <= {AW{1'b0}};
+            w_rowadr <= {AW{1'b0}};
             w_tile <= 16'd0;
-            w_rt <= 3'd0;
-            w_w <= 5'd0;
+            w_rt <= {RB{1'b0}};
+            w_w <= {WB{1'b0}};
+            w_half <= 1'b0;
+            w_hp <= 1'b0;
             w_last <= 1'b0;
+            w_ar <= {NB{1'b0}};
+            w_pw <= 4'd0;
         end else if (run) begin
             jq_go <= {jq_go[READ_TO_RES-2:0], job_push};
             if (job_push) begin
@@ -600,58 +750,39 @@ module ga2_mm #(
                 jq_rt[jq_wp] <= t_rt;
                 jq_w[jq_wp] <= t_w;
                 jq_tile[jq_wp] <= tile;
+                jq_half[jq_wp] <= half;
+                jq_hp[jq_wp] <= half_pass;
                 jq_last[jq_wp] <= !more_passes && !more_tiles;
                 jq_wp <= jq_wp + 2'd1;
             end
             if (job_pop) begin
                 w_on <= 1'b1;
-                w_slot <= 5'd0;
+                w_slot <= {WB{1'b0}};
                 w_out <= jq_out[jq_rp];
+                w_rowadr <= jq_out[jq_rp];
                 w_rt <= jq_rt[jq_rp];
                 w_w <= jq_w[jq_rp];
                 w_tile <= jq_tile[jq_rp];
+                w_half <= jq_half[jq_rp];
+                w_hp <= jq_hp[jq_rp];
                 w_last <= jq_last[jq_rp];
+                w_ar <= {NB{1'b0}};
+                w_pw <= 4'd0;
                 jq_rp <= jq_rp + 2'd1;
             end else if (w_on) begin
-                w_slot <= w_slot + 5'd1;
-                if (w_slot == w_w - 5'd1) w_on <= 1'b0;
+                w_slot <= w_slot + 1'b1;
+                if (w_slot == w_w - 1'b1) w_on <= 1'b0;
+                if ({1'b0, w_ar} == w_rt - 1'b1) begin
+                    w_ar <= {NB{1'b0}};
+                    w_pw <= w_pw + 4'd1;
+                    w_rowadr <= w_out;
+                end else begin
+                    w_ar <= w_ar + 1'b1;
+                    w_rowadr <= w_rowadr + row_step;
+                end
             end
         end
     end
-
-    // slot w_slot of the current job: which PEs, which output word, which lanes are real
-    function [1:0] mod_rt;
-        input [1:0] v;
-        input [2:0] rt;
-        begin
-            mod_rt = (rt == 3'd1) ? 2'd0 : (rt == 3'd2) ? {1'b0, v[0]} : (rt == 3'd3) ? ((v == 2'd3) ? 2'd0 : v) : v;
-        end
-    endfunction
-    function [1:0] div_rt;
-        input [1:0] v;
-        input [2:0] rt;
-        begin
-            div_rt = (rt == 3'd1) ? v : (rt == 3'd2) ? {1'b0, v[1]} : (rt == 3'd3) ? ((v == 2'd3) ? 2'd1 : 2'd0) : 2'd0;
-        end
-    endfunction
-
-    wire [1:0]  s_hi     = w_slot[3:2];            // int32: slot / 4
-    wire [1:0]  s_lo     = w_slot[1:0];            // int32: slot % 4
-    // the array row (BROWS) or column (dot) of an int8 slot; (row i, column c) of an int32 slot
-    wire [1:0]  pe_i     = out8 ? s_lo : (brows ? s_hi : s_lo);
-    wire [1:0]  pe_c     = out8 ? s_lo : (brows ? s_lo : s_hi);
-    // the A row and column tile of the slot
-    wire [1:0]  s_arow   = brows ? mod_rt(pe_i, w_rt) : pe_c;
-    wire [15:0] s_tile   = w_tile + (brows ? {14'd0, div_rt(pe_i, w_rt)} : 16'd0);
-    // every slot of a pass (slot < W) is a used array row or column; only its column tile can lie
-    // past the window
-    wire        s_ok     = w_on && (s_tile < t_end);
-    wire [AW-1:0] row_step = out8 ? tiles : mt[AW-1:0];
-    wire [AW-1:0] s_rowadr = w_out + (s_arow[1] ? {row_step[AW-2:0], 1'b0} : {AW{1'b0}}) + (s_arow[0] ? row_step : {AW{1'b0}});
-    // int32: the output column within the tile (bias word, lane) is c (BROWS) or i (dot)
-    wire [1:0]  s_col    = brows ? pe_c : pe_i;
-    wire [17:0] s_col32  = {s_tile, 2'b00} + {16'd0, s_col};
-    wire [AW-1:0] s_addr   = s_rowadr + (out8 ? s_tile[AW-1:0] : s_col32[AW-1:0]);
 
     function [31:0] finish;           // bias, then relu
         input [31:0] raw;
@@ -663,51 +794,67 @@ module ga2_mm #(
         end
     endfunction
 
+    // lane q of the slot: its pass column, the PE that holds that column, and whether it is real.
+    // BROWS: pass column p is column p mod N of group p / N, whose row for A row ar is
+    // (p / N) * rt + ar; dot: array row p, column ar.
+    wire [17:0] s_col0 = {w_tile, 2'b00} + {16'd0, w_half, 1'b0};  // the pass's first column
+    wire [17:0] s_col32 = s_col0 + {14'd0, w_pw};                     // int32: the slot's column
+    reg  [31:0] lane_val [0:3];
+    reg  [3:0]  lane_ok;
+    genvar gl;
+    generate
+        for (gl = 0; gl < 4; gl = gl + 1) begin : g_lane
+            wire [5:0]    p     = !out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], 2'b00} + gl;
+            wire [NB-1:0] grp   = p[NB +: NB];                  // below GMAX
+            wire [NB-1:0] pe_r  = brows ? grp * w_rt[NB-1:0] + w_ar : p[NB-1:0];  // rt = N has one group
+            wire [NB-1:0] pe_c  = brows ? p[NB-1:0] : w_ar;
+            wire [17:0]   col   = s_col0 + {12'd0, p};
+            // lanes 1..3 carry int8 results only, and a half pass fills two lanes
+            wire          used  = (gl == 0) || (out8 && !(w_hp && gl >= 2));
+            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[p[NB-1:0]]) : 32'd0;
+            always @* lane_ok[gl] = used && (col < {2'b00, mt});
+        end
+    endgenerate
+
     // slot stage: the slot's results (bias added, relu), lanes, address; only a slot's cycle works
-    reg [31:0] w1_val [0:N-1];
-    reg [3:0]  w1_lanes;
-    reg        w1_ok, w1_last;
+    reg [31:0]   w1_val [0:3];
+    reg [3:0]    w1_lanes;
+    reg          w1_ok, w1_last, w1_h0, w1_h1;
+    reg [NB-1:0] w1_ar;
     reg [AW-1:0] w1_addr;
     integer q;
     always @(posedge clk) begin
         if (rst) begin
             w1_ok <= 1'b0;
             w1_last <= 1'b0;
+            w1_h0 <= 1'b0;
+            w1_h1 <= 1'b0;
         end else if (run) begin
-            w1_ok <= s_ok && (out8 || (s_col32 < {2'b00, mt}));
-            w1_last <= w_on && w_last && (w_slot == w_w - 5'd1);
+            // an int8 word inside the window, or an int32 result below M and inside the window
+            w1_ok <= w_on && (out8 ? ((w_tile + (w_hp ? 16'd0 : {12'd0, w_pw})) < t_end)
+                                   : ((s_col32 < {2'b00, mt}) && (s_col32[17:2] < t_end)));
+            w1_last <= w_on && w_last && (w_slot == w_w - 1'b1);
+            w1_h0 <= (HALF != 0) && out8 && w_hp && !w_half;
+            w1_h1 <= (HALF != 0) && out8 && w_hp && w_half;
         end
         if (w_on) begin
-            for (q = 0; q < N; q = q + 1) begin
-                if (out8) begin
-                    // lane q: PE(slot, q) (BROWS) or PE(q, slot) (dot); its column 4*tile + q
-                    w1_val[q] <= finish(brows ? res[{pe_i, q[1:0]}*32 +: 32] : res[{q[1:0], pe_c}*32 +: 32], bias_l[q]);
-                    w1_lanes[q] <= ({s_tile, 2'b00} + q[17:0]) < {2'b00, mt};
-                end else begin
-                    w1_val[q] <= (q == 0) ? finish(res[{pe_i, pe_c}*32 +: 32], bias_l[s_col]) : 32'd0;
-                    w1_lanes[q] <= (q == 0) && (s_col32 < {2'b00, mt});
-                end
-            end
-            w1_addr <= s_addr;
+            for (q = 0; q < 4; q = q + 1) w1_val[q] <= lane_val[q];
+            w1_lanes <= lane_ok;
+            w1_ar <= w_ar;
+            w1_addr <= w_rowadr + (out8 ? w_tile[AW-1:0] + (w_hp ? {AW{1'b0}} : {{(AW-4){1'b0}}, w_pw})
+                                        : s_col32[AW-1:0]);
         end
     end
 
     // requantize the four lanes in the requant bank; the slot's address, lanes and int32 value
-    // keep pace in one shift register (RQ stages of value, lanes, address, ok, last)
+    // keep pace in one shift register (RQ stages of value, lanes, address, row, half, ok, last)
     assign rq_acc   = {w1_val[3], w1_val[2], w1_val[1], w1_val[0]};
     assign rq_mult  = qa_r;
     assign rq_shift = qs_r;
-    wire [7:0] y8 [0:N-1];
-    genvar gq;
-    generate
-        for (gq = 0; gq < N; gq = gq + 1) begin : g_rq
-            assign y8[gq] = rq_y[gq*8 +: 8];
-        end
-    endgenerate
     localparam integer RQ = WR_LAT - 1;  // requant's latency
-    localparam integer DW = 32 + 4 + AW + 2;
-    reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, address, lanes, value}
-    wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_addr, w1_lanes, w1_val[0]};
+    localparam integer DW = 32 + 4 + AW + NB + 4;
+    reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, h1, h0, row, address, lanes, value}
+    wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_h1, w1_h0, w1_ar, w1_addr, w1_lanes, w1_val[0]};
     wire [DW-1:0]    d_out = d_v[(RQ-1)*DW +: DW];
     always @(posedge clk) begin
         if (rst) d_v <= {RQ*DW{1'b0}};
@@ -715,6 +862,7 @@ module ga2_mm #(
     end
     // the requant bank advances while a slot is on its way through it
     reg  [RQ-1:0] d_oks;
+    genvar gq;
     generate
         for (gq = 0; gq < RQ; gq = gq + 1) begin : g_ok
             always @* d_oks[gq] = d_v[gq*DW + DW-2];
@@ -722,11 +870,27 @@ module ga2_mm #(
     endgenerate
     assign rq_busy = w1_ok || (d_oks != {RQ{1'b0}});
     wire [3:0]  d_lanes = d_out[32 +: 4];
-    wire [31:0] word8 = {d_lanes[3] ? y8[3] : 8'd0, d_lanes[2] ? y8[2] : 8'd0,
-                         d_lanes[1] ? y8[1] : 8'd0, d_lanes[0] ? y8[0] : 8'd0};
-    assign we    = d_out[DW-2];
+    wire        d_h0    = d_out[DW-4];
+    wire [31:0] word8   = {d_lanes[3] ? rq_y[31:24] : 8'd0, d_lanes[2] ? rq_y[23:16] : 8'd0,
+                           d_lanes[1] ? rq_y[15:8] : 8'd0, d_lanes[0] ? rq_y[7:0] : 8'd0};
+    // N = 2: the first half of an int8 word waits for the second (one per row of the tile)
+    wire [31:0] word_out;
+    generate
+        if (HALF != 0) begin : g_half
+            reg [15:0] hold [0:N-1];
+            wire [NB-1:0] d_row = d_out[36 + AW +: NB];
+            always @(posedge clk) begin
+                if (run && d_out[DW-2] && d_h0) hold[d_row] <= word8[15:0];
+            end
+            wire d_h1 = d_out[DW-3];
+            assign word_out = d_h1 ? {word8[15:0], hold[d_row]} : word8;
+        end else begin : g_whole
+            assign word_out = word8;
+        end
+    endgenerate
+    assign we    = d_out[DW-2] && !d_h0;
     assign waddr = d_out[36 +: AW];
-    assign wdata = out8 ? word8 : d_out[31:0];
+    assign wdata = out8 ? word_out : d_out[31:0];
     assign done  = d_out[DW-1];
 endmodule
 `default_nettype wire

@@ -66,6 +66,9 @@ BLOCKS = [
     Block("ga2_sm", "sm_wrap", _rtl("ga2_sm") + ("tb/cocotb/sm_wrap.v",),
           "cocotb_ga2_sm"),
     Block("ga2_mm", "mm_wrap", _rtl("ga2_mm") + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm"),
+    # the matmul engine around a 2 x 2 and an 8 x 8 array (the same matmuls, their own cycle counts)
+    Block("ga2_mm_n2", "mm_wrap", _rtl("ga2_mm") + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm", {}, "n=2"),
+    Block("ga2_mm_n8", "mm_wrap", _rtl("ga2_mm") + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm", {}, "n=8"),
     Block("ga2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2"),
     # the same programs against a memory that is not ready about one cycle in four
     Block("ga2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"RANDOM_READY": 1}),

@@ -11,13 +11,14 @@ timeline, the compiler and the timing functions all read it. It is chosen
   * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit).
 
 The RTL takes the same values as defines (``Config.defines()``: ``GA2_SRAM_WORDS_D``,
-``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes
+``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes
 them for the active configuration, so a simulator is built (and cached) per configuration.
 
 ``ext_words`` (1 or 2) is the width of the external interface in words: with 2, the DMA moves two
-consecutive words of a row per beat (define ``GA2_EXT_WORDS_D``). ``n`` is there to be named, not yet
-to be changed: the systolic array is n x n, and N = 4 = the int8 lanes of a 32-bit word is built into
-the packing of every operand. Any other value is a ``ConfigError`` saying so.
+consecutive words of a row per beat (define ``GA2_EXT_WORDS_D``). ``n`` (2, 4 or 8) is the systolic
+array's size (define ``GA2_N_D``): the data layout does not change with it (an int8 row is packed
+four to a 32-bit word whatever the array), only how the matmul engine lays a matmul on the array and
+so its cycles (``isa.mm_cycles``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ DMA_PENDING = 32  # LOAD words the DMA keeps waiting for their answers (rtl/dma.
 SRAM_MIN_WORDS = 2048  # the smallest scratchpad the units' address datapaths are built for (11 bits)
 SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address width: at most 14 bits
 EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
+ARRAY_SIZES = (2, 4, 8)  # systolic array sizes built: a pass spans half a word, one word or two
 DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
 ENV = "GA2_CONFIG"
 
@@ -52,15 +54,15 @@ class Config:
     ext_latency: int = 4  # the external memory's read latency, cycles from request to answer
     sram_words: int = 4096  # the scratchpad, 32-bit words (16 banks: 4 address-range groups x 4 lanes)
     dma_queue: int = 4  # DMA transfers issued and not yet finished
-    n: int = 4  # the systolic array is n x n int8 MACs (only 4 is built)
+    n: int = 4  # the systolic array is n x n int8 MACs (2, 4 or 8)
     ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             _int(f.name, getattr(self, f.name))
-        if self.n != 4:
-            raise ConfigError(f"n={self.n}: only n=4 is built (N = the four int8 lanes of a 32-bit word is "
-                              "built into the packing of every operand; other array sizes are not built yet)")
+        if self.n not in ARRAY_SIZES:
+            raise ConfigError(f"n={self.n}: the systolic array is built as 2 x 2, 4 x 4 or 8 x 8 (a pass of the "
+                              "matmul engine spans half a 32-bit word of int8 outputs, one or two)")
         if self.ext_words not in EXT_WORDS:
             raise ConfigError(f"ext_words={self.ext_words}: it must be 1 or 2 (the external interface moves one "
                               "or two consecutive words of a row per cycle)")
@@ -91,9 +93,11 @@ class Config:
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
 
     def label(self) -> str:
-        """The sweep's short name: ``L4 S4096 Q4`` (`` E2`` appended for a two-word interface)."""
+        """The sweep's short name: ``L4 S4096 Q4`` (`` E2`` appended for a two-word interface, `` N8``
+        for an array other than 4 x 4)."""
         wide = f" E{self.ext_words}" if self.ext_words != DEFAULT.ext_words else ""
-        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}"
+        array = f" N{self.n}" if self.n != DEFAULT.n else ""
+        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}"
 
     def rtl_defines(self) -> tuple[str, ...]:
         """The chip's defines (rtl/ga2_defs.vh); none at the default, so today's builds stay cached."""
@@ -104,6 +108,8 @@ class Config:
             out.append(f"GA2_DMA_QUEUE_D={self.dma_queue}")
         if self.ext_words != DEFAULT.ext_words:
             out.append(f"GA2_EXT_WORDS_D={self.ext_words}")
+        if self.n != DEFAULT.n:
+            out.append(f"GA2_N_D={self.n}")
         return tuple(out)
 
     def defines(self) -> tuple[str, ...]:

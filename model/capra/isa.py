@@ -18,6 +18,7 @@ An int32 value takes one word.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import config as _config
 
@@ -26,8 +27,9 @@ from . import config as _config
 _CFG = _config.active()
 
 # --- hardware parameters --------------------------------------------------------------------
-N = 4  # the systolic array is N x N int8 MACs; N equals the int8 lanes of one word
+N = _CFG.n  # config: the systolic array is N x N int8 MACs (2, 4 or 8; default 4)
 LANES = 4  # int8 values per 32-bit word
+LINE_WORDS = 4  # the scratchpad's line port: four consecutive words (16 int8 lanes) per cycle
 SRAM_WORDS = _CFG.sram_words  # config: on-chip scratchpad, 32-bit words (default 4096)
 SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits) x LANES lanes (low bits)
 SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS  # a group is a quarter of the address space
@@ -45,9 +47,23 @@ EXT_LATENCY = _CFG.ext_latency  # config: external read latency (cycles from req
 EXT_WORDS = _CFG.ext_words  # config: words a DMA beat moves (consecutive words of one row; default 1)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 
-# the matmul engine's pipeline (rtl/ga2_mm.v)
-MM_READ_TO_RES = 3 + 3 + N - 1  # a pass's last B read -> its results are read from the array
+# the matmul engine's pipeline (rtl/ga2_mm.v); the N-dependent ones follow the configuration
 MM_WRITE_LAT = 6  # a result read from the array -> written to the scratchpad (bias, relu, requant)
+
+
+def _mm_constants(n: int) -> tuple[int, int, int, int]:
+    """(READ_TO_RES, DOT_WORDS, DOT_PERIOD, BIAS_LINES) of an n x n array.
+
+    READ_TO_RES: a pass's last B read -> its results are read from the array (3 to reach it, 3 in a
+    PE, n - 1 of skew). Dot form: a read brings DOT_WORDS consecutive words of one B row (n int8
+    lanes for n = 8, one word otherwise), and array row i is read every DOT_PERIOD cycles, which is
+    how long its shift register takes to pass those lanes on. BIAS_LINES: line reads of a pass's
+    int32 bias words (one per column: n of them)."""
+    dot_words = max(1, n // LANES)
+    return 3 + 3 + n - 1, dot_words, LANES * dot_words, -(-n // LINE_WORDS)
+
+
+MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES = _mm_constants(N)
 
 # --- softmax fixed-point scheme ---------------------------------------------------------------
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
@@ -112,7 +128,10 @@ FIELD_MASK16 = 0xFFFF
 
 def _configure(cfg: _config.Config) -> None:
     """Set the constants that derive from the configuration (called by capra.config.use)."""
-    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY, EXT_WORDS
+    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY, EXT_WORDS, N
+    global MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES
+    N = cfg.n
+    MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES = _mm_constants(N)
     SRAM_WORDS = cfg.sram_words
     SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS
     DMA_QUEUE = cfg.dma_queue
@@ -185,13 +204,26 @@ def words_for(n_int8: int) -> int:
 # --- timing: the cycle cost of each instruction, shared by the model and the docs --------------
 
 
-def mm_geometry(r: int, flags: int) -> list[tuple[int, int, int, int]]:
-    """The batch tiles of an MM with R rows: (rows rt, groups g, writer slots W, spacing G) each.
+class MmTile(NamedTuple):
+    """One batch tile of an MM, as the matmul engine lays it on the array (``mm_geometry``)."""
 
-    rt = min(N, rows left); g = N // rt rounded down to a power of two for BROWS without BIAS, else
-    1 (g groups of rt array rows run g column tiles side by side); W = the writer's slots of a pass
-    (used array rows or columns U, times N for int32 output); G = W + N - 1, plus 2 with BIAS: the
-    cycles a pass must follow the one before it so its results (and bias) are read in time.
+    rt: int  # A rows in the tile: min(N, rows left)
+    g: int  # groups: the array runs g groups of rt rows side by side, each on N columns (BROWS)
+    cols: int  # output columns a pass computes: g * N (BROWS) or N (dot form)
+    w: int  # writer slots of a pass: one per output word (OUT8) or per int32 result
+    gap: int  # G: the fewest cycles a pass may follow the one before it (its results read in time)
+
+
+def mm_geometry(r: int, flags: int) -> list[MmTile]:
+    """The batch tiles of an MM with R rows.
+
+    rt = min(N, rows left). With BROWS and no BIAS the array splits into g groups of rt rows, g the
+    largest power of two with g * rt <= N whose g * N columns the line port can feed (g * N <= 16
+    int8 lanes: four words); else g = 1. A pass computes `cols` output columns of each of the rt
+    rows: W = rt * (cols / 4 words, at least one) slots with OUT8 (a pass of two columns, N = 2,
+    fills half of each output word: two such passes make it), rt * cols for int32 output.
+    G = W + N - 1, plus 2 with BIAS: the spacing that lets the writer take a pass's results (and
+    its bias words) out of the array before the next pass's arrive.
     """
     brows, bias, out8 = bool(flags & MM_BROWS), bool(flags & MM_BIAS), bool(flags & MM_OUT8)
     tiles = []
@@ -199,11 +231,11 @@ def mm_geometry(r: int, flags: int) -> list[tuple[int, int, int, int]]:
         rt = min(N, r - r0)
         g = 1
         if brows and not bias:
-            while 2 * g * rt <= N:
+            while 2 * g * rt <= N and 2 * g * N <= LINE_WORDS * LANES:
                 g *= 2
-        used = g * rt if brows else rt
-        w = used if out8 else used * N
-        tiles.append((rt, g, w, w + N - 1 + (2 if bias else 0)))
+        cols = g * N if brows else N
+        w = rt * (max(1, cols // LANES) if out8 else cols)
+        tiles.append(MmTile(rt, g, cols, w, w + N - 1 + (2 if bias else 0)))
     return tiles
 
 
@@ -213,31 +245,38 @@ def mm_window(m: int, first: int = 0, tiles: int = 0) -> tuple[int, int]:
     return first, end
 
 
+def mm_pass_reads(k: int, flags: int) -> int:
+    """Cycles of one MM pass: its B reads (BROWS: one line per reduction step; dot form: every array
+    row's B row in reads of MM_DOT_WORDS words, one row per cycle, MM_DOT_PERIOD cycles a round) and,
+    with BIAS, the line reads of its bias words."""
+    kw = words_for(k)
+    b = k if flags & MM_BROWS else MM_DOT_PERIOD * -(-kw // MM_DOT_WORDS)
+    return b + (MM_BIAS_LINES if flags & MM_BIAS else 0)
+
+
 def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
     """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
     One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
     cycle for the last rowmem write; after the first tile at least G of the tile before), then its
-    passes: ceil(ceil(M/4) / g) of them, each R = (BROWS ? K : 4 * kw) reads plus
-    one bias read with BIAS, every pass after a tile's first taking max(R, G). The writer finishes
-    MM_READ_TO_RES + MM_WRITE_LAT + W - 1 cycles after the last pass's last B read. With a column
-    window, the passes cover only its tiles.
+    passes, ceil(4 * window tiles / cols) of them, each ``mm_pass_reads`` cycles, every pass after a
+    tile's first taking max(that, G). The writer finishes MM_READ_TO_RES + MM_WRITE_LAT + W - 1
+    cycles after the last pass's last B read (its bias reads come after it).
     """
-    brows, bias = bool(flags & MM_BROWS), bool(flags & MM_BIAS)
     kw = words_for(k)
     start, end = mm_window(m, first, tiles)
-    tiles = end - start
-    reads = (k if brows else LANES * kw) + (1 if bias else 0)
+    columns = LANES * (end - start)
+    reads = mm_pass_reads(k, flags)
     total = 1
     gap_before = 0
-    for rt, g, w, gap in mm_geometry(r, flags):
-        aload = rt * kw + 1
-        total += max(aload, gap_before)
-        passes = -(-tiles // g)
-        total += reads + (passes - 1) * max(reads, gap)
-        gap_before = gap
-        last_w = w
-    return total - (1 if bias else 0) + MM_READ_TO_RES + MM_WRITE_LAT + last_w - 1
+    for tile in mm_geometry(r, flags):
+        total += max(tile.rt * kw + 1, gap_before)
+        passes = -(-columns // tile.cols)
+        total += reads + (passes - 1) * max(reads, tile.gap)
+        gap_before = tile.gap
+        last_w = tile.w
+    bias_reads = MM_BIAS_LINES if flags & MM_BIAS else 0
+    return total - bias_reads + MM_READ_TO_RES + MM_WRITE_LAT + last_w - 1
 
 
 def bank_of(addr: int) -> int:
