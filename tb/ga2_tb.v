@@ -31,8 +31,9 @@
 // Each program's code goes into GA2's instruction memory through its load port, followed by a
 // HALT (so the code never runs into what an earlier program left there).
 // Plusargs: +PROG=<file> (default out/ga2_programs.hex; at most PATH_MAX characters, a longer one is
-// a FAIL). Defines: EXTW, EXT_LATENCY (the external memory's read latency, default 4 =
-// model/capra/isa.py EXT_LATENCY), DUMP (prints each program's counters), WATCHDOG, MAXWORDS,
+// a FAIL), +LATENCY=<cycles> (the external memory's read latency, 0..31, default 4 = the default
+// configuration's ext_latency; tools/hw.py always passes the active configuration's, so one build
+// serves every latency). Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS,
 // WAVES (writes out/ga2.vcd).
 module ga2_tb;
 `ifndef EXTW
@@ -44,13 +45,10 @@ module ga2_tb;
 `ifndef MAXWORDS
     `define MAXWORDS 1048576
 `endif
-`ifndef EXT_LATENCY
-    `define EXT_LATENCY 4
-`endif
     localparam integer EXTW       = `EXTW;
     localparam integer WATCHDOG   = `WATCHDOG;
     localparam integer MAXWORDS   = `MAXWORDS;
-    localparam integer LATENCY    = `EXT_LATENCY;
+    localparam integer LATENCY    = 4;             // +LATENCY when it is not given
     `include "ga2_defs.vh"
     localparam integer IMEM_WORDS = 4 * GA2_IMEM_INSTRS;
     localparam integer SPW        = GA2_SRAM_WORDS;
@@ -88,8 +86,9 @@ module ga2_tb;
         .ext_req_addr(req_addr),
         .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
-    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D), .LATENCY(LATENCY)) u_ext (
-        .clk(clk), .rst(rst), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
+    reg  [4:0]  latency = LATENCY[4:0];
+    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D)) u_ext (
+        .clk(clk), .rst(rst), .latency(latency), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
         .req_mask(req_mask), .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
     );
 
@@ -108,7 +107,7 @@ module ga2_tb;
     reg [8*PATH_SHOWN-1:0]   shown; // the path for messages: its end, from "..." when it is longer
     integer i, j, p, ptr, n_prog, n_words, n_code, n_init, n_xrun, n_xval, n_srun, n_sval, rec_len;
     integer at_code, at_init, at_xrun, at_xval, at_srun, at_sval, at_cnt;
-    integer cyc, bad, fd, nread, k, c, nbytes, first, len, run_end, vals;
+    integer cyc, bad, fd, nread, k, c, nbytes, first, len, run_end, vals, lat;
     reg [71:0] ln;                  // one line of the image: 8 hex digits and a line feed
     reg [4:0]  hex_of [0:255];
     reg [7:0]  ch;
@@ -467,6 +466,13 @@ module ga2_tb;
         end else if (path[8*(PATH_MAX+1)-1 -: 8] != 8'd0) begin
             $display("FAIL: the +PROG path (ending %0s) is longer than PATH_MAX=%0d characters", shown, PATH_MAX);
             bad = 1;
+        end
+        if (!$value$plusargs("LATENCY=%d", lat)) lat = LATENCY;
+        if (lat < 0 || lat > 31) begin
+            $display("FAIL: +LATENCY=%0d is outside 0..31 (the chip keeps at most 32 reads waiting)", lat);
+            bad = 1;
+        end else begin
+            latency = lat[4:0];
         end
         if (bad == 0) read_image;
         if (bad == 0) check_records;

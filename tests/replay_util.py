@@ -22,13 +22,17 @@ def counters(output: str) -> dict[int, list[int]]:
     return ga2_progs.parse_counters(output)
 
 
-def run_file(sim: str, path, extw: int, extra_defines=(), timeout: float = TIMEOUT) -> tuple[int, str]:
-    """Run the testbench on an image file as it is (which may be broken on purpose)."""
+def run_file(sim: str, path, extw: int, extra_defines=(), timeout: float = TIMEOUT,
+             latency: int | None = None) -> tuple[int, str]:
+    """Run the testbench on an image file as it is (which may be broken on purpose); the external
+    memory answers after `latency` cycles (default: the testbench's own default, 4)."""
     defines = (f"EXTW={extw}", "DUMP", *extra_defines)
-    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={path}",), timeout=timeout)
+    plusargs = (f"+PROG={path}",) + ((f"+LATENCY={latency}",) if latency is not None else ())
+    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=plusargs, timeout=timeout)
 
 
-def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -> tuple[int, str]:
+def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=(),
+           latency: int | None = None) -> tuple[int, str]:
     """Write the image under out/tests/ and run it; words_or_records is a list of records or raw words."""
     path = Path(hw.ROOT) / "out" / "tests" / f"{name}.hex"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,7 +40,7 @@ def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=()) -
         ga2_progs.write_image(words_or_records, path)
     else:
         ga2_progs.write_words(words_or_records, path)
-    return run_file(sim, path, extw, extra_defines)
+    return run_file(sim, path, extw, extra_defines, latency=latency)
 
 
 def crc32(words) -> int:

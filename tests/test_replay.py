@@ -83,8 +83,7 @@ def test_random_programs_match_model_in_both_simulators(latency, suite):
     records, expected = suite if latency == isa.EXT_LATENCY else _suite(latency)
     results = {}
     for sim in ("icarus", "verilator"):
-        rc, out = replay(sim, records, f"random_suite_latency{latency}", EXTW,
-                         extra_defines=(f"EXT_LATENCY={latency}",))
+        rc, out = replay(sim, records, f"random_suite_latency{latency}", EXTW, latency=latency)
         assert verdict(out).startswith(f"PASS: {len(records)} programs match"), out[-3000:]
         results[sim] = counters(out)
     assert results["icarus"] == results["verilator"] == expected
@@ -285,6 +284,21 @@ def test_a_nul_byte_inside_a_valid_image_fails():
     path.write_bytes(bytes(data))
     line = _both(path)
     assert line.startswith("FAIL") and "line 11 byte 4 is 0x00" in line, line
+
+
+@needs_icarus
+@needs_verilator
+def test_a_latency_the_chip_cannot_wait_for_is_a_fail(tmp_path):
+    """+LATENCY picks the memory's latency at run time, 0..31; the same image under another latency
+    than the one its counters were recorded for is a MISMATCH on a cycle counter, not a PASS."""
+    _records, words = _small_image()
+    path = tmp_path / "small.hex"
+    ga2_progs.write_words(words, path)
+    for sim in ("icarus", "verilator"):
+        line = verdict(run_file(sim, path, EXTW, latency=32)[1])
+        assert line == "FAIL: +LATENCY=32 is outside 0..31 (the chip keeps at most 32 reads waiting)", line
+        assert verdict(run_file(sim, path, EXTW, latency=isa.EXT_LATENCY)[1]).startswith("PASS: 4 programs")
+        assert verdict(run_file(sim, path, EXTW, latency=0)[1]).startswith("MISMATCH: program 1 counter c0")
 
 
 @needs_icarus

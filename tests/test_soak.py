@@ -100,9 +100,9 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
 def test_the_chip_is_built_for_the_active_configuration():
     from capra import config
 
-    assert soak.defines(4) == (f"EXTW={soak.EXTW}", "DUMP", "EXT_LATENCY=4")  # the default: the tests' build
-    with config.use(config.Config(ext_words=2, ext_latency=8)):
-        assert soak.defines(0) == (f"EXTW={soak.EXTW}", "DUMP", "EXT_LATENCY=0", "GA2_EXT_WORDS_D=2")
+    assert soak.defines() == (f"EXTW={soak.EXTW}", "DUMP")  # the default: the tests' build
+    with config.use(config.Config(ext_words=2, ext_latency=8, n=8)):
+        assert soak.defines() == (f"EXTW={soak.EXTW}", "DUMP", "GA2_EXT_WORDS_D=2", "GA2_N_D=8")
 
 
 def test_a_simulator_that_cannot_run_fails_every_program_of_its_batch(fake, capsys):

@@ -6,8 +6,10 @@ Usage: python tools/dse.py [--random N] [--jobs J] [--no-cache] [--no-area] [--o
 (``make dse`` runs it; docs/design_space.md explains the table.)
 
 Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in {2, 4, 8} with the
-one-word external port, and the two-word port (ext_words=2) at ext_latency in {0, 4, 8} x sram_words
-in {2048, 4096, 8192} with the default queue of 4 (36 points; L4 S4096 Q4 is the default chip).
+one-word external port and the 4 x 4 array; the two-word port (ext_words=2) at ext_latency in
+{0, 4, 8} x sram_words in {2048, 4096, 8192} with the default queue of 4; and the 2 x 2 and 8 x 8
+arrays (n = 2, 8) at ext_latency in {0, 4, 8} x ext_words in {1, 2} with the default scratchpad and
+queue (48 points; L4 S4096 Q4 is the default chip).
 For each point, in a worker process of its own (GA2_CONFIG-style: capra.config.set_active), on the
 machine's cores (--jobs, default 2):
 
@@ -22,7 +24,8 @@ machine's cores (--jobs, default 2):
              post-route Fmax from nextpnr-ice40 on the HX8K, or nextpnr's account of what does not fit
 
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
-grid has 12 RTL configurations (sram_words x dma_queue, and sram_words with the two-word port),
+grid has 16 RTL configurations (sram_words x dma_queue, sram_words with the two-word port, and
+each other array size with either port),
 each synthesized once, one after the other
 and after the simulations (minutes each; cached in out/synth/cache/ per set of defines, so a
 second run takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
@@ -69,10 +72,12 @@ LATENCIES = (0, 4, 8)
 SRAM_SIZES = (2048, 4096, 8192)
 QUEUES = (2, 4, 8)
 WIDE_QUEUE = 4  # the two-word port is swept at the default queue only: a full product doubles the synthesis
+ARRAYS = (2, 8)  # the other array sizes, at the default scratchpad and queue, with either port
 GRID = tuple(config.Config(ext_latency=lat, sram_words=s, dma_queue=q)
              for lat in LATENCIES for s in SRAM_SIZES for q in QUEUES) + tuple(
     config.Config(ext_latency=lat, sram_words=s, dma_queue=WIDE_QUEUE, ext_words=2)
-    for lat in LATENCIES for s in SRAM_SIZES)
+    for lat in LATENCIES for s in SRAM_SIZES) + tuple(
+    config.Config(ext_latency=lat, ext_words=e, n=n) for n in ARRAYS for e in (1, 2) for lat in LATENCIES)
 STEPS = 32
 BATCH, BATCH_CONTEXT = 4, 8
 OUT = ROOT / "out"
@@ -103,8 +108,8 @@ def bram_count(cfg: config.Config) -> int:
 
 
 def rtl_label(cfg: config.Config) -> str:
-    """The part of a point's label the RTL sees: ``S4096 Q4`` (`` E2`` for the two-word port;
-    ext_latency is the testbench's)."""
+    """The part of a point's label the RTL sees: ``S4096 Q4`` (`` E2`` for the two-word port, `` N8``
+    for another array; ext_latency is the testbench's)."""
     return cfg.label().split(" ", 1)[1]
 
 

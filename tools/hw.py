@@ -163,25 +163,33 @@ def replay_defines(image_words: int, extw: int, *extra: str) -> tuple[str, ...]:
     return tuple(defines)
 
 
-def config_defines(extra_defines: Sequence[str] = ()) -> tuple[str, ...]:
-    """The active configuration's defines (capra/config.py; none at the default, so the default
-    builds keep their cache keys): the chip's, and EXT_LATENCY unless `extra_defines` sets it."""
+def _active_config():
     if str(Path(ROOT) / "model") not in sys.path:
         sys.path.insert(0, str(Path(ROOT) / "model"))
     from capra import config
 
-    cfg = config.active()
-    given = any(d.startswith("EXT_LATENCY=") for d in extra_defines)
-    return tuple(d for d in cfg.defines() if not (given and d.startswith("EXT_LATENCY=")))
+    return config.active()
+
+
+def config_defines() -> tuple[str, ...]:
+    """The active configuration's chip defines (capra/config.py; none at the default, so the
+    default builds keep their cache keys)."""
+    return _active_config().rtl_defines()
+
+
+def latency_plusarg(latency: int | None = None) -> str:
+    """The replay testbench's +LATENCY: `latency`, or the active configuration's ext_latency."""
+    return f"+LATENCY={_active_config().ext_latency if latency is None else latency}"
 
 
 def replay(image: Path, programs: int, extw: int, extra_defines: Sequence[str] = (), dump: bool = True,
-           timeout: float | None = 3600) -> list[cli.Replay]:
+           timeout: float | None = 3600, latency: int | None = None) -> list[cli.Replay]:
     """Replay an image of `programs` programs in Icarus and in Verilator; one judged Replay each
     (``cli.replay_verdict``). A simulator that cannot be built or run is a failed replay, named.
-    The chip is built for the active configuration (``config_defines``)."""
+    The chip is built for the active configuration (``config_defines``), and the external memory
+    answers after `latency` cycles (default: the active configuration's)."""
     words = sum(1 for _ in open(image))
-    defines = replay_defines(words, extw, *(["DUMP"] if dump else []), *extra_defines, *config_defines(extra_defines))
+    defines = replay_defines(words, extw, *(["DUMP"] if dump else []), *extra_defines, *config_defines())
     rel = image.relative_to(ROOT) if image.is_relative_to(ROOT) else image
     results = []
     for name, simulate in SIMULATORS:
@@ -189,7 +197,8 @@ def replay(image: Path, programs: int, extw: int, extra_defines: Sequence[str] =
             cli.note(f"replaying {programs} programs ({words} words) in {name}")
         start = time.perf_counter()
         try:
-            rc, output = simulate(GA2_FILES, "ga2_tb", defines=defines, plusargs=(f"+PROG={rel}",), timeout=timeout)
+            rc, output = simulate(GA2_FILES, "ga2_tb", defines=defines,
+                                  plusargs=(f"+PROG={rel}", latency_plusarg(latency)), timeout=timeout)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:  # missing tool, failed build
             rc, output = -1, f"FAIL: could not run {name}: " + " | ".join(str(error).strip().splitlines()[:3])
         results.append(cli.replay_verdict(name, rc, output, programs, dump=dump))

@@ -61,11 +61,11 @@ SEED_BASE = 10_000_000  # above every seed the tests use
 SIM_TIMEOUT = 900  # seconds for one simulator run of a batch (about 10 s per 250 programs in Icarus)
 
 
-def defines(latency: int) -> tuple[str, ...]:
-    """The testbench's defines at one latency, then the active configuration's chip defines (none at
-    the default: the order of tests/replay_util.py, so the tests' build is reused)."""
-    own = (f"EXTW={EXTW}", "DUMP", f"EXT_LATENCY={latency}")
-    return own + hw.config_defines(own)
+def defines() -> tuple[str, ...]:
+    """The testbench's defines, then the active configuration's chip defines (none at the default:
+    the order of tests/replay_util.py, so the tests' build is reused). The latency is a plusarg:
+    one build serves every batch."""
+    return (f"EXTW={EXTW}", "DUMP") + hw.config_defines()
 
 
 @dataclass
@@ -99,7 +99,8 @@ def _replay(name: str, simulate, records: list[list[int]], image: Path, latency:
     and the counters it printed, by index in records."""
     ga2_progs.write_image(records[first:], image)
     try:
-        _rc, out = simulate(hw.GA2_FILES, "ga2_tb", defines=defines(latency), plusargs=(f"+PROG={image}",),
+        _rc, out = simulate(hw.GA2_FILES, "ga2_tb", defines=defines(),
+                            plusargs=(f"+PROG={image}", hw.latency_plusarg(latency)),
                             timeout=SIM_TIMEOUT)
     except Exception as error:  # a build or a run that breaks (or hangs) fails the check, and says why
         return None, f"FAIL: {name} could not run: {str(error).strip().splitlines()[0][:200]}", {}
@@ -218,13 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     checked, bad = totals(state, plan)
     if checked:
         print(f"resuming: {checked} of {args.programs} programs already checked, {bad} mismatches", flush=True)
-    for latency in sorted({b.latency for b in todo}):  # build once each, before the workers share them
-        for name, _simulate, build in SIMULATORS:
-            try:
-                build(hw.GA2_FILES, "ga2_tb", defines(latency))
-            except (RuntimeError, OSError) as error:
-                print(f"soak: cannot build the {name} testbench: {str(error).strip().splitlines()[0][:300]}")
-                todo = []
+    for name, _simulate, build in SIMULATORS:  # build once, before the workers share the builds
+        try:
+            build(hw.GA2_FILES, "ga2_tb", defines())
+        except (RuntimeError, OSError) as error:
+            print(f"soak: cannot build the {name} testbench: {str(error).strip().splitlines()[0][:300]}")
+            todo = []
     start = time.perf_counter()
     base_seconds = state["seconds"]
     for b, outcome in _outcomes(todo, args.jobs):

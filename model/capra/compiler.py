@@ -589,7 +589,8 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
 
     The weight then arrives chunk by chunk and the matmul runs each chunk as soon as it is in,
     while the next one loads: a large weight's load and its matmul overlap. A window is a whole
-    number of passes (g column tiles, g = the array's groups) of about CHUNK_WORDS words."""
+    number of passes (the column tiles one pass computes: ``isa.mm_geometry``) of about CHUNK_WORDS
+    words."""
     if node.op != "matmul" or node.attrs["transpose_b"]:
         return []
     a, b = (tensors[i] for i in node.inputs)
@@ -597,7 +598,7 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
     if graph.nodes[b.name].op != "const" or len(users) != 1 or b.words <= CHUNK_WORDS:
         return []
     tiles = isa.words_for(b.cols)
-    groups = isa.mm_geometry(a.rows, isa.MM_BROWS)[-1][1]
+    groups = max(1, isa.mm_geometry(a.rows, isa.MM_BROWS)[-1].cols // isa.LANES)  # tiles a pass computes
     per = max(groups, CHUNK_WORDS // b.rows // groups * groups)
     per = min(per, 15 // groups * groups)  # the window's tile count is a 4-bit field
     if per >= tiles or tiles > 255 + per:

@@ -10,9 +10,11 @@ timeline, the compiler and the timing functions all read it. It is chosen
     process of a sweep can run its own;
   * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit).
 
-The RTL takes the same values as defines (``Config.defines()``: ``GA2_SRAM_WORDS_D``,
-``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``, and the testbench's ``EXT_LATENCY``); tools/hw.py passes
-them for the active configuration, so a simulator is built (and cached) per configuration.
+The RTL takes the chip's values as defines (``Config.rtl_defines()``: ``GA2_SRAM_WORDS_D``,
+``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``); tools/hw.py passes them for the active
+configuration, so a simulator is built (and cached) per chip configuration. ``ext_latency`` is the
+memory's, not the chip's: the replay testbench takes it at run time (``+LATENCY``), so one build
+serves every latency.
 
 ``ext_words`` (1 or 2) is the width of the external interface in words: with 2, the DMA moves two
 consecutive words of a row per beat (define ``GA2_EXT_WORDS_D``). ``n`` (2, 4 or 8) is the systolic
@@ -111,11 +113,6 @@ class Config:
         if self.n != DEFAULT.n:
             out.append(f"GA2_N_D={self.n}")
         return tuple(out)
-
-    def defines(self) -> tuple[str, ...]:
-        """The chip's defines and the replay testbench's EXT_LATENCY (only what differs from the default)."""
-        extra = (f"EXT_LATENCY={self.ext_latency}",) if self.ext_latency != DEFAULT.ext_latency else ()
-        return self.rtl_defines() + extra
 
     @staticmethod
     def parse(text: str) -> Config:

@@ -36,8 +36,8 @@ module ga2_wrap #(
         .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
 
-    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D), .LATENCY(LATENCY), .RANDOM_READY(RANDOM_READY)) u_ext (
-        .clk(clk), .rst(rst), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
+    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D), .RANDOM_READY(RANDOM_READY)) u_ext (
+        .clk(clk), .rst(rst), .latency(LATENCY[4:0]), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
         .req_mask(req_mask), .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
     );
 endmodule
