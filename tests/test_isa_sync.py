@@ -57,12 +57,12 @@ def _python_constants() -> dict[str, int]:
 def test_defaults_are_the_default_configuration():
     """These tests read the RTL's defaults: they hold for capra.config.DEFAULT."""
     with config.use(config.DEFAULT):
-        assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY, isa.EXT_WORDS) == (4096, 4, 4, 1)
+        assert (isa.SRAM_WORDS, isa.DMA_QUEUE, isa.EXT_LATENCY, isa.EXT_WORDS, isa.N) == (4096, 4, 4, 1, 4)
 
 
 def test_testbench_default_latency_is_the_model_default():
     text = (ROOT / "tb" / "ga2_tb.v").read_text()
-    found = re.search(r"`define EXT_LATENCY (\d+)", text)
+    found = re.search(r"localparam integer LATENCY\s*=\s*(\d+);", text)  # +LATENCY when none is given
     assert found and int(found.group(1)) == config.DEFAULT.ext_latency
 
 
