@@ -783,7 +783,14 @@ module ga2_mm #(
 
     // lane q of the slot: its pass column, the PE that holds that column, and whether it is real.
     // BROWS: pass column p is column p mod N of group p / N, whose row for A row ar is
-    // (p / N) * rt + ar; dot: array row p, column ar.
+    // (p / N) * rt + ar; dot: array row p, column ar. The PE and the bias word of each lane are
+    // worked out a cycle ahead, from the counters' next values, so the slot's cycle only selects
+    // and adds.
+    wire          w_wrap = w_on && ({1'b0, w_ar} == w_rt - 1'b1);
+    wire [NB-1:0] ar_n   = job_pop ? {NB{1'b0}} : !w_on ? w_ar : w_wrap ? {NB{1'b0}} : w_ar + 1'b1;
+    wire [3:0]    pw_n   = job_pop ? 4'd0 : w_wrap ? w_pw + 4'd1 : w_pw;
+    wire [NB-1:0] rt_n   = job_pop ? jq_rt[jq_rp][NB-1:0] : w_rt[NB-1:0];  // rt = N: one group
+    wire          hp_n   = job_pop ? jq_hp[jq_rp] : w_hp;
     wire [17:0] s_col0 = {w_tile, 2'b00} + {16'd0, w_half, 1'b0};  // the pass's first column
     wire [17:0] s_col32 = s_col0 + {14'd0, w_pw};                     // int32: the slot's column
     reg  [31:0] lane_val [0:3];
@@ -791,14 +798,22 @@ module ga2_mm #(
     genvar gl;
     generate
         for (gl = 0; gl < 4; gl = gl + 1) begin : g_lane
-            wire [5:0]    p     = !out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], 2'b00} + gl;
-            wire [NB-1:0] grp   = p[NB +: NB];                  // below GMAX
-            wire [NB-1:0] pe_r  = brows ? grp * w_rt[NB-1:0] + w_ar : p[NB-1:0];  // rt = N has one group
-            wire [NB-1:0] pe_c  = brows ? p[NB-1:0] : w_ar;
+            // the next slot's PE and bias word of this lane, registered
+            wire [5:0]    p_n   = !out8 ? {2'b00, pw_n} : hp_n ? gl : {1'b0, pw_n[2:0], 2'b00} + gl;
+            wire [NB-1:0] grp_n = p_n[NB +: NB];                // below GMAX
+            reg  [NB-1:0] pe_r, pe_c, bias_sel;
+            always @(posedge clk) begin
+                if (run) begin
+                    pe_r <= brows ? grp_n * rt_n + ar_n : p_n[NB-1:0];
+                    pe_c <= brows ? p_n[NB-1:0] : ar_n;
+                    bias_sel <= p_n[NB-1:0];
+                end
+            end
+            wire [5:0]    p     = !out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], gl[1:0]};
             wire [17:0]   col   = s_col0 + {12'd0, p};
             // lanes 1..3 carry int8 results only, and a half pass fills two lanes
             wire          used  = (gl == 0) || (out8 && !(w_hp && gl >= 2));
-            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[p[NB-1:0]]) : 32'd0;
+            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel]) : 32'd0;
             always @* lane_ok[gl] = used && (col < {2'b00, mt});
         end
     endgenerate
