@@ -80,9 +80,9 @@ report: $(STAMP)
 serve: $(STAMP) tools
 	$(PY) tools/serve_run.py
 
-# The design-space sweep (tools/dse.py, docs/design_space.md): 36 configurations, each replayed
+# The design-space sweep (tools/dse.py, docs/design_space.md): 48 configurations, each replayed
 # exactly on both simulators, in parallel on both cores; cached in out/dse/. Then the whole ga2 is
-# synthesized by Yosys once per RTL configuration (12, minutes each, one at a time; cached in
+# synthesized by Yosys once per RTL configuration (16, minutes each, one at a time; cached in
 # out/synth/cache/); without Yosys the area column is the analytic block-RAM count (said so).
 dse: $(STAMP) tools
 	$(PY) tools/dse.py

@@ -334,6 +334,22 @@ def test_the_context_limit_is_the_largest_program_that_compiles(capsys, no_work)
     assert code == 2 and f"the largest decode context GA2 can run, {found.largest}" in err
 
 
+def test_a_smaller_scratchpad_is_a_shorter_limit_named_before_any_work(capsys, no_work):
+    """The limit follows the configuration: with half the scratchpad a decode the default chip runs
+    is refused up front, in one line naming the scratchpad, and the default's limit is untouched."""
+    import limits
+    from capra import config
+
+    model = tiny_lm.make_model("structured")
+    default = limits.largest_context(model)
+    with config.use(config.Config(sram_words=2048)):
+        small = limits.largest_context(model)
+        assert small.largest < default.largest and "scratchpad (2048 words" in small.reason
+        code, _out, err = call(capsys, "decode_report", "--steps", str(small.largest + 1))
+        assert code == 2 and f"the largest decode context GA2 can run, {small.largest}" in err
+    assert limits.largest_context(model) == default
+
+
 # ---- verdicts -----------------------------------------------------------------------------------
 
 PASS3 = "PASS: 3 programs match the Python reference (memory and all five cycle counters), 99 cycles in total\n"

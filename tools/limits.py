@@ -55,7 +55,8 @@ def largest_context(model: dict) -> ContextLimit:
     """The largest context whose decode program compiles, by bisection (a larger context needs more
     of every memory, so the programs that compile are the contexts 1 .. largest). ToolError when
     not even context 1 compiles (GA2_EXT too small)."""
-    key = (capra.ext_limit(), tuple((k, np.shape(v)) for k, v in sorted(model.items()) if hasattr(v, "shape")))
+    key = (capra.ext_limit(), capra.config.active().key(),  # the scratchpad's size is the configuration's
+           tuple((k, np.shape(v)) for k, v in sorted(model.items()) if hasattr(v, "shape")))
     if key not in _found:
         first = compile_error(model, 1)
         if first is not None:
