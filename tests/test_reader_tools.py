@@ -35,7 +35,7 @@ def run_tool(path: Path, *args: str, python: str = sys.executable, env: dict | N
 BAD_ARGUMENTS = [
     ("dse", ["--random", "0"], "--random"),
     ("dse", ["--only", "ext_latency=99"], "--only"),
-    ("dse", ["--only", "n=8"], "--only"),
+    ("dse", ["--only", "n=3"], "--only"),
     ("dse", ["--synth-timeout", "0"], "--synth-timeout"),
     ("decode_report", ["--steps", "0"], "--steps"),
     ("decode_report", ["--steps", "1"], "--steps"),
