@@ -500,9 +500,10 @@ module ga2_mm #(
     reg  [N*SRB*8-1:0] sr_v;
     reg  [N*SRB-1:0]   srf_v, srl_v;
     reg                af_edge, al_edge;
-    // the read's DOTW words (a second word past the B row is not read, and its lanes meet A's zero
-    // lanes past K, so whatever the port holds there adds nothing)
-    wire [SRB*8-1:0]   dot_word = rd_data[SRB*8-1:0];
+    // the read's DOTW words; a second word past the B row is not read, so it enters as zero (its
+    // lanes meet A's zero lanes past K, but an unread port lane may hold anything, X in a 4-state
+    // simulator, and X times zero is not zero there)
+    wire [SRB*8-1:0]   dot_word;
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
@@ -514,6 +515,21 @@ module ga2_mm #(
                                                      : {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
             always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
                                                      : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
+        end
+        if (DOTW > 1) begin : g_dot2
+            reg w2_1, w2_2;  // the read of one and two cycles ago had a second word
+            always @(posedge clk) begin
+                if (rst) begin
+                    w2_1 <= 1'b0;
+                    w2_2 <= 1'b0;
+                end else if (run) begin
+                    w2_1 <= dot_w2;
+                    w2_2 <= w2_1;
+                end
+            end
+            assign dot_word = {w2_2 ? rd_data[63:32] : 32'd0, rd_data[31:0]};
+        end else begin : g_dot1
+            assign dot_word = rd_data[31:0];
         end
         if (HALF != 0) begin : g_blane_half
             // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass

@@ -147,3 +147,22 @@ def test_corner_configuration_is_exact_on_both_simulators(cfg):
     assert "fits" not in result, result.get("fits")
     assert result["problems"] == []
     assert result["programs"] == RANDOM_PER_CORNER + dse.STEPS
+
+
+@pytest.mark.needs_tool("iverilog")
+@pytest.mark.needs_tool("verilator")
+def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulator():
+    """N = 8 reads two words of a B row a cycle; a second word past the row is not read, and must
+    enter the array as zero: an unread port lane is X in Icarus, and X times A's zero lanes is X.
+    These random programs (found by make soak) stored X words in Icarus before that was so."""
+    import ga2_progs
+    import hw
+    from capra.randprog import EXTW, random_program
+
+    for seed, latency in ((10000750, 16), (10001000, 0), (10004750, 16)):
+        with config.use(Config(n=8, ext_latency=latency)):
+            code, ext = random_program(seed, ext_latency=latency)
+            image = ROOT / "out" / "tests" / f"n8_dot_seed{seed}.hex"
+            ga2_progs.write_image([ga2_progs.record(code, ext, EXTW, latency)], image)
+            for replay in hw.replay(image, 1, EXTW):
+                assert replay.passed, f"seed {seed}: {replay.simulator}: {replay.line}"
