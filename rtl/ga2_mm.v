@@ -787,13 +787,17 @@ module ga2_mm #(
         end
     end
 
+    // (the flags are arguments: an always @* that calls a function is sensitive to its arguments
+    // only, and the slot stage below must see a new instruction's flags even when `res` is unchanged)
     function [31:0] finish;           // bias, then relu
         input [31:0] raw;
         input [31:0] b;
+        input        add_bias;
+        input        clamp;
         reg   [31:0] v;
         begin
-            v = raw + (biasf ? b : 32'd0);
-            finish = (relu && v[31]) ? 32'd0 : v;
+            v = raw + (add_bias ? b : 32'd0);
+            finish = (clamp && v[31]) ? 32'd0 : v;
         end
     endfunction
 
@@ -829,7 +833,7 @@ module ga2_mm #(
             wire [17:0]   col   = s_col0 + {12'd0, p};
             // lanes 1..3 carry int8 results only, and a half pass fills two lanes
             wire          used  = (gl == 0) || (out8 && !(w_hp && gl >= 2));
-            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel]) : 32'd0;
+            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel], biasf, relu) : 32'd0;
             always @* lane_ok[gl] = used && (col < {2'b00, mt});
         end
     endgenerate

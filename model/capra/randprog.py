@@ -206,6 +206,11 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
          + asm.store(1400, 700, 1, 1) + asm.halt(), ext),
         ("nine rows: three batch tiles", asm.load(0, 0, 1, 200) + asm.wait() + asm.qcfg(qa=77, shift=10)
          + asm.mm(0, 60, 400, 9, 21, 6, out8=True) + asm.store(400, 900, 1, 18) + asm.halt(), ext),
+        # the second matmul computes the same sums as the first; its results must lose the bias, although
+        # nothing in the array changes between the two (the writer must follow the new flags)
+        ("the same one-result matmul with bias, then without", asm.load(0, 0, 1, 80) + asm.wait()
+         + asm.qcfg(bias=40) + asm.mm(0, 8, 100, 1, 5, 1, bias=True) + asm.mm(0, 8, 120, 1, 5, 1)
+         + asm.store(100, 500, 1, 1) + asm.store(120, 501, 1, 1) + asm.halt(), ext),
         ("requantization at exact ties, half of them negative (rounding is half up: -2.5 -> -2)",
          asm.load(0, 0, 1, 33) + asm.wait() + asm.qcfg(qa=1, qb=1, shift=1)
          + asm.vec(isa.VEC_ADD, 0, 100, 64, b=17) + asm.qcfg(qa=3, qb=1, shift=2)
