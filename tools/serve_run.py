@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             # the ratio if every step of this run took exactly its roofline bound (B_max = 1 as measured)
             ceiling = 1000 * report.generated / bound / base
             r["ratio"], r["ceiling"] = ratio, ceiling
-            print(f"{W!s:>6} {b:5d} {r['steps']:5d} {r['cycles']:7d} {tpk:8.3f} {ratio:6.2f} {ceiling:7.2f} {r['programs']:8d} "
+            print(f"{W!s:>6} {b:5d} {r['steps']:5d} {r['cycles']:7d} {tpk:8.3f} {ratio:6.2f} {ceiling:7.2f} "
+                  f"{r['programs']:8d} "
                   f"{r['peak_pages']:10d} {r['mean_batch']:10.2f} {r['efficiency']:5.2f} {r['forked']:6d}", flush=True)
     full_batches(programs)
     print("\n  every request's tokens and logits equal its decode alone and follow the rule; machine model =\n"
