@@ -278,6 +278,22 @@ def call(capsys, tool: str, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("tool", PROGRAMS)
+def test_a_bad_configuration_in_the_environment_is_one_line_and_exit_2(tool):
+    """GA2_CONFIG is read when capra is first imported, before a tool's own error handling runs: a
+    bad one must still end the tool with one line naming it, not with a traceback. A tool that reads
+    no configuration before parsing its arguments just prints its usage."""
+    env = {**os.environ, "GA2_CONFIG": "n=3"}
+    proc = run_tool(ROOT / "tools" / f"{tool}.py", "--help", env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if proc.returncode == 0:
+        assert proc.stdout.startswith("usage:"), proc.stdout[:200]
+    else:
+        lines = proc.stderr.strip().splitlines()
+        assert (proc.returncode, proc.stdout, len(lines)) == (2, "", 1), proc.stderr
+        assert lines[0].startswith(f"{tool}.py: error: GA2_CONFIG='n=3': n=3:"), lines[0]
+
+
+@pytest.mark.parametrize("tool", PROGRAMS)
 def test_help_of_every_tool_only_helps(capsys, no_work, tool):
     before = out_state()
     code, out, err = call(capsys, tool, "--help")

@@ -26,6 +26,7 @@ so its cycles (``isa.mm_cycles``).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -143,7 +144,31 @@ def _from_env() -> Config:
     try:
         return Config.parse(text)
     except ConfigError as error:
+        _one_line_on_exit()
         raise ConfigError(f"{ENV}={text!r}: {error}") from None
+
+
+def _one_line_on_exit() -> None:
+    """Make a bad ``GA2_CONFIG`` end a program with one line and exit status 2, like any other bad
+    argument, rather than with a traceback through the imports that read it.
+
+    It fails at import, before a tool's own error handling runs, so the only place to catch it is
+    the interpreter's last resort, ``sys.excepthook``. The hook handles this module's error alone
+    and hands anything else to the hook it replaced; it is installed only when the variable is bad,
+    and not in an interactive session, where exiting would end the session."""
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        if not isinstance(value, ConfigError):
+            previous(kind, value, traceback)
+            return
+        program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+        print(f"{program}: error: {value}", file=sys.stderr)
+        raise SystemExit(2)
+
+    sys.excepthook = hook
 
 
 _active = _from_env()
