@@ -21,10 +21,11 @@ BOOK_TOOLS = ("ch15_run", "ch15_example_a", "ch15_example_b", "ch15_figures", "c
               "gather_bench")
 
 
-def run_tool(path: Path, *args: str, python: str = sys.executable, env: dict | None = None):
+def run_tool(path: Path, *args: str, python: str = sys.executable, env: dict | None = None,
+             flags: tuple[str, ...] = ()):
     environment = dict(os.environ if env is None else env)
     environment.pop("PYTHONPATH", None)
-    return subprocess.run([python, str(path), *args], capture_output=True, text=True, env=environment,
+    return subprocess.run([python, *flags, str(path), *args], capture_output=True, text=True, env=environment,
                           cwd=path.parents[1], timeout=120)
 
 
@@ -275,6 +276,15 @@ def call(capsys, tool: str, *argv: str) -> tuple[int, str, str]:
         code = done.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.mark.parametrize("tool", PROGRAMS)
+def test_every_tool_runs_from_a_python_without_the_projects_packages(tool):
+    """The README promises that `python tools/<tool>.py` works with whatever Python is on the PATH:
+    a tool that needs numpy must restart under .venv/bin/python before it imports it. `-S` leaves
+    out site-packages, so this Python has no numpy."""
+    proc = run_tool(ROOT / "tools" / f"{tool}.py", "--help", python=sys.executable, env=None, flags=("-S",))
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:"), proc.stderr[-1000:]
 
 
 @pytest.mark.parametrize("tool", PROGRAMS)

@@ -17,6 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 os.environ.setdefault("GA2_EXT", "8192")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]

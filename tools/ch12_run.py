@@ -15,6 +15,10 @@ import os
 import sys
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 os.environ.setdefault("GA2_EXT", "8192")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]

@@ -21,6 +21,10 @@ import os
 import sys
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 os.environ.setdefault("GA2_EXT", "8192")
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / d) for d in ("model", "tools")]
 

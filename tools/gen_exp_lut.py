@@ -8,6 +8,10 @@
 import sys
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]
 

@@ -20,6 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 
 import cli  # noqa: E402

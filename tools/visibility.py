@@ -28,6 +28,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 os.environ.setdefault("GA2_EXT", "8192")  # the decode's external memory, as in make sim and make bench
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]

@@ -16,6 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bootstrap
+
+bootstrap.need("numpy")
+
 os.environ.setdefault("GA2_EXT", "8192")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "model"), str(ROOT / "tools")]
