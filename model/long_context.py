@@ -1,11 +1,11 @@
 """Passkey retrieval: hide a 5-digit number in filler text and ask the model for it back.
 
-The protocol follows Mohtashami & Jaggi (2023) as the seed describes it: deterministic filler of a
-given length, the needle ``the passkey is NNNNN .`` placed at the start, the middle or the end, a
-question at the end, greedy decoding, the first 5-digit number of the completion compared with the
-truth. Every context length gets its own seeded set of distinct passkeys, and the accuracy comes
-with a 95% Wilson score interval (which, unlike the normal approximation, stays inside [0, 1] and
-is still meaningful at 0 or n successes out of n).
+The protocol follows Mohtashami & Jaggi (2023): deterministic filler of a given length, the needle
+``the passkey is NNNNN .`` placed at the start, the middle or the end, a question at the end,
+greedy decoding, the first 5-digit number of the completion compared with the truth. Every context
+length gets its own seeded set of distinct passkeys, and the accuracy comes with a 95% Wilson score
+interval (which, unlike the normal approximation, stays inside [0, 1] and is still meaningful at 0
+or n successes out of n).
 
 Context lengths are counted in tokens of :class:`PasskeyTokenizer`, and a prompt built for length
 L is exactly L tokens long.

@@ -8,7 +8,7 @@ to get right:
 * grouped-query attention: ``n_heads`` query heads share ``n_kv_heads`` key/value heads, and the
   sharing is a broadcast inside :func:`attention` -- the cache only ever stores ``n_kv_heads``;
 * rotary positions on the last ``rotary_dims`` dimensions of every head (the first dimensions are
-  left unrotated, like the pruned RoPE of the seed's global layers); keys are rotated once, at the
+  left unrotated: a partial rotary); keys are rotated once, at the
   absolute position where they are computed, and stored rotated;
 * a per-head attention sink: an extra logit with a zero value, clamped to ``[SINK_MIN, SINK_MAX]``
   and memoised once per ``generate`` call;

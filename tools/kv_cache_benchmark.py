@@ -4,7 +4,7 @@
 
 Four sections, all measured or computed in this one run:
 
-1. the analytical table for the seed's architecture (12 layers, 6 windowed with W = 128, 4 KV heads,
+1. the analytical table for a full-size mixed design (12 layers, 6 windowed with W = 128, 4 KV heads,
    head_dim 96, BF16): bytes of an all-global cache against the mixed one, and their ratio;
 2. the same ratio on the tiny mixed model, from ``MixedKVCache``'s real allocations after a prefill
    and a few decode steps (stored tokens and allocated buffers, slack included), against the same
@@ -38,7 +38,7 @@ from long_context import PasskeyEvaluator  # noqa: E402
 from mixed_lm import make_mixed_model  # noqa: E402
 
 GIB = 1024 ** 3
-SEED_ARCH = {"layers": 12, "windowed": 6, "window": 128, "kv_heads": 4, "head_dim": 96, "bytes": 2}
+FULL_SIZE_ARCH = {"layers": 12, "windowed": 6, "window": 128, "kv_heads": 4, "head_dim": 96, "bytes": 2}
 
 
 def kv_bytes_per_token_layer(kv_heads: int, head_dim: int, element_bytes: int) -> int:
@@ -54,9 +54,9 @@ def analytical_bytes(tokens: int, layers: int, windowed: int, window: int, per_t
 
 
 def section_analytical(lengths) -> None:
-    arch = SEED_ARCH
+    arch = FULL_SIZE_ARCH
     per_token = kv_bytes_per_token_layer(arch["kv_heads"], arch["head_dim"], arch["bytes"])
-    print("1. analytical KV cache, seed architecture: 12 layers (6 windowed, W=128), 4 KV heads, head_dim 96, "
+    print("1. analytical KV cache, full-size mixed design: 12 layers (6 windowed, W=128), 4 KV heads, head_dim 96, "
           f"BF16, batch 1 ({per_token} B per token per layer)")
     print(f"{'tokens':>8}  {'all global':>12}  {'mixed':>12}  {'ratio':>6}")
     for tokens in lengths:
