@@ -37,6 +37,8 @@ BAD_ARGUMENTS = [
     ("dse", ["--random", "0"], "--random"),
     ("dse", ["--only", "ext_latency=99"], "--only"),
     ("dse", ["--only", "n=3"], "--only"),
+    ("dse", ["--only", ""], "--only"),  # used to run the default configuration
+    ("dse", ["--only", "n=4", "ext_latency=4"], "--only"),  # the same point twice, at once, into one folder
     ("dse", ["--synth-timeout", "0"], "--synth-timeout"),
     ("decode_report", ["--steps", "0"], "--steps"),
     ("decode_report", ["--steps", "1"], "--steps"),
@@ -325,7 +327,7 @@ def test_a_user_mistake_is_one_line_exit_2_before_any_work(capsys, no_work, tool
 
 
 @pytest.mark.parametrize("tool, args", [("ch12_run", []), ("ch12_accuracy", []), ("decode_report", []),
-                                        ("waves", []), ("bench", [])])
+                                        ("waves", []), ("bench", []), ("visibility", []), ("dse", ["--no-area"])])
 @pytest.mark.parametrize("value", ["abc", "0", "70000"])
 def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool, args, value):
     monkeypatch.setenv("GA2_EXT", value)
@@ -333,6 +335,18 @@ def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool,
     assert (code, out) == (2, ""), (code, out[-500:], err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and f"GA2_EXT={value}" in lines[0].replace("'", ""), err
+
+
+@pytest.mark.parametrize("tool, args", [("ch12_run", []), ("decode_report", []), ("waves", []), ("bench", []),
+                                        ("visibility", [])])
+def test_a_GA2_EXT_too_small_for_the_decode_is_refused_before_any_work(capsys, monkeypatch, no_work, tool, args):
+    monkeypatch.setenv("GA2_EXT", "100")  # a valid size, but the weights alone need more
+    before = out_state()
+    code, out, err = call(capsys, tool, *args)
+    assert (code, out) == (2, ""), (code, out[-500:], err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "GA2_EXT=100" in lines[0], err
+    assert out_state() == before, "a refused run wrote a file"
 
 
 def test_ext_limit_reads_GA2_EXT_as_words_1_to_65536(monkeypatch):

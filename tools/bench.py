@@ -30,6 +30,7 @@ import cli  # noqa: E402
 import decode  # noqa: E402
 import ga2_progs  # noqa: E402
 import hw  # noqa: E402
+import limits  # noqa: E402
 import numpy as np  # noqa: E402
 import tiny_lm as T  # noqa: E402
 import visibility  # noqa: E402
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=cli.int_range(1, 20), default=3,
                     help="runs per simulator timing, the median is printed (1..20, default 3)")
     args = ap.parse_args(argv)
-    cli.ext_words()
+    limits.require_decode(32, "make bench")
     simulator_speed(args.repeats)
     kernels()
     visibility.report()

@@ -328,10 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     points = GRID
     if args.only:
+        if any(not k.replace(",", "").strip() for k in args.only):
+            ap.refuse("--only", "an empty key (name a configuration, e.g. \"n=8,ext_words=2\")")
         try:
             points = tuple(config.Config.parse(k) for k in args.only)
         except config.ConfigError as error:
             ap.refuse("--only", str(error))
+        seen: dict[str, str] = {}
+        for text, cfg in zip(args.only, points):
+            if cfg.key() in seen:
+                ap.refuse("--only", f"{text!r} and {seen[cfg.key()]!r} are the same configuration ({cfg.label()})")
+            seen[cfg.key()] = text
+    ext = cli.ext_words()  # a bad GA2_EXT is one line before any work, and it is part of each result's key
     CACHE.mkdir(parents=True, exist_ok=True)
     src = sources_hash()
     missing = [] if args.no_area else synth.missing_tools(False, [], place_all=True)
@@ -341,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                  + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))
 
     def cache_file(cfg: config.Config) -> Path:
-        return CACHE / f"{hashlib.sha256(f'{cfg.key()}|{src}|{args.random}'.encode()).hexdigest()[:20]}.json"
+        return CACHE / f"{hashlib.sha256(f'{cfg.key()}|{src}|{args.random}|{ext}'.encode()).hexdigest()[:20]}.json"
 
     rows: dict[str, dict] = {}
     todo = []

@@ -76,6 +76,17 @@ def largest_context(model: dict) -> ContextLimit:
     return _found[key]
 
 
+def require_decode(steps: int, what: str) -> None:
+    """ToolError (one line, exit 2) when GA2_EXT is bad or the structured model's decode of `steps`
+    tokens does not compile, for a tool whose own decode has a fixed length: it is refused before
+    any work instead of failing halfway with the compiler's traceback."""
+    cli.ext_words()
+    error = compile_error(T.make_model("structured"), steps)
+    if error is not None:
+        raise cli.ToolError(f"{what} needs a {steps}-step decode, and context {steps} does not compile "
+                            f"(GA2_EXT={capra.ext_limit()}): {error}")
+
+
 def check_context(ap: cli.Parser, argument: str, context: int, model: dict) -> None:
     """Refuse (one line, exit 2) a decode that would need a context past ``largest_context``."""
     limit = largest_context(model)

@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min", type=cli.in_range(float, 0.0, 100.0), default=GOAL,
                     help=f"the lowest acceptable total percentage (0..100, default {GOAL:g})")
     args = ap.parse_args(argv)
+    import limits  # the compiler and the tiny model, as decode_visibility needs them
+
+    limits.require_decode(32, "visibility")
     return 0 if report(args.programs) >= args.min else 1
 
 
