@@ -168,3 +168,18 @@ def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulato
             ga2_progs.write_image([ga2_progs.record(code, ext, EXTW, latency)], image)
             for replay in hw.replay(image, 1, EXTW):
                 assert replay.passed, f"seed {seed}: {replay.simulator}: {replay.line}"
+
+
+def test_rtl_defines_name_the_configuration_and_nothing_else():
+    """from_defines is the inverse of rtl_defines (synth.py --define checks its arguments with it),
+    and a define the chip does not have, one given twice or a value out of range is refused by name."""
+    for cfg in (Config(), Config(n=8, ext_words=2), Config(sram_words=8192, dma_queue=8, n=2),
+                Config(sram_words=2048, dma_queue=2, ext_words=2)):
+        assert Config.from_defines(cfg.rtl_defines()) == cfg
+    for bad, named in ((["GA2_N_D=3"], "'GA2_N_D=3': n=3"), (["FOO=1"], "'FOO=1'"),
+                       (["GA2_N_D=4", "GA2_N_D=8"], "GA2_N_D given twice"),
+                       (["GA2_SRAM_WORDS_D=3000"], "'GA2_SRAM_WORDS_D=3000': sram_words=3000"),
+                       (["GA2_DMA_QUEUE_D=x"], "'GA2_DMA_QUEUE_D=x'")):
+        with pytest.raises(config.ConfigError) as error:
+            Config.from_defines(bad)
+        assert named in str(error.value)

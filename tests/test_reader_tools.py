@@ -86,6 +86,9 @@ BAD_ARGUMENTS = [
     ("synth", ["--timeout", "nan"], "--timeout"),
     ("synth", ["no_such_block"], "no_such_block"),
     ("synth", ["--define", "GA2_SRAM_WORDS_D"], "--define"),
+    ("synth", ["--define", "GA2_N_D=3"], "--define"),  # used to synthesize a chip that cannot exist, and pass
+    ("synth", ["--define", "FOO=1"], "--define"),
+    ("synth", ["--define", "GA2_N_D=4", "--define", "GA2_N_D=8"], "--define"),
     ("synth", ["--define", "GA2_SRAM_WORDS_D=8192", "sram"], "--define"),  # sram's size is a parameter
 ]
 

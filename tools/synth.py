@@ -979,9 +979,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.define and others:
         ap.refuse("--define", f"only {TOP} takes its sizes from defines; {', '.join(others)} fix theirs with "
                               "parameters in BLOCKS")
+    if args.define:
+        config = chip_config()
+        try:
+            config.Config.from_defines(args.define)
+        except config.ConfigError as error:
+            ap.refuse("--define", str(error))
     if args.define and not args.blocks:
         args.blocks = [TOP]
     return args
+
+
+def chip_config():
+    """model/capra/config.py, the one place GA2's defines and their allowed values are written down.
+    It needs only the standard library, so it is loaded by its path when capra is not imported
+    already: synth.py keeps running under a Python without numpy."""
+    import importlib.util
+
+    if "capra.config" in sys.modules:
+        return sys.modules["capra.config"]
+    spec = importlib.util.spec_from_file_location("ga2_config", ROOT / "model" / "capra" / "config.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up while it is being made
+    spec.loader.exec_module(module)
+    return module
 
 
 def choose_blocks(names: list[str], defines: tuple[str, ...] | list[str] = ()) -> list[Block]:

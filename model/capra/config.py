@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 
@@ -38,6 +38,9 @@ EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
 ARRAY_SIZES = (2, 4, 8)  # systolic array sizes built: a pass spans half a word, one word or two
 DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
 ENV = "GA2_CONFIG"
+# The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); ext_latency is the memory's.
+RTL_DEFINES = {"GA2_SRAM_WORDS_D": "sram_words", "GA2_DMA_QUEUE_D": "dma_queue", "GA2_EXT_WORDS_D": "ext_words",
+               "GA2_N_D": "n"}
 
 
 class ConfigError(ValueError):
@@ -103,17 +106,30 @@ class Config:
         return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}"
 
     def rtl_defines(self) -> tuple[str, ...]:
-        """The chip's defines (rtl/ga2_defs.vh); none at the default, so today's builds stay cached."""
-        out = []
-        if self.sram_words != DEFAULT.sram_words:
-            out.append(f"GA2_SRAM_WORDS_D={self.sram_words}")
-        if self.dma_queue != DEFAULT.dma_queue:
-            out.append(f"GA2_DMA_QUEUE_D={self.dma_queue}")
-        if self.ext_words != DEFAULT.ext_words:
-            out.append(f"GA2_EXT_WORDS_D={self.ext_words}")
-        if self.n != DEFAULT.n:
-            out.append(f"GA2_N_D={self.n}")
-        return tuple(out)
+        """The chip's defines (rtl/ga2_cfg.vh); none at the default, so today's builds stay cached."""
+        return tuple(f"{name}={getattr(self, field)}" for name, field in RTL_DEFINES.items()
+                     if getattr(self, field) != getattr(DEFAULT, field))
+
+    @classmethod
+    def from_defines(cls, defines: Iterable[str]) -> Config:
+        """The configuration a set of ``NAME=VALUE`` RTL defines builds, the inverse of rtl_defines.
+        A name that is not one of the chip's defines, a name given twice or a value the configuration
+        refuses is a ConfigError, so a synthesis is never started for a chip that cannot exist."""
+        values: dict[str, int] = {}
+        for text in defines:
+            name, _eq, value = text.partition("=")
+            if name not in RTL_DEFINES:
+                raise ConfigError(f"{text!r}: GA2's defines are {', '.join(RTL_DEFINES)}")
+            field = RTL_DEFINES[name]
+            if field in values:
+                raise ConfigError(f"{name} given twice")
+            try:
+                values[field] = int(value, 10)
+                cls(**{field: values[field]})  # each define checked alone, so its error can name it
+            except ValueError as error:
+                why = error if isinstance(error, ConfigError) else "the value must be a decimal integer"
+                raise ConfigError(f"{text!r}: {why}") from None
+        return cls(**values)
 
     @staticmethod
     def parse(text: str) -> Config:
