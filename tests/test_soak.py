@@ -5,6 +5,8 @@ The real thing is ``make soak``."""
 
 from __future__ import annotations
 
+import json
+
 import ga2_progs
 import pytest
 import soak
@@ -95,6 +97,29 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
     with config.use(config.Config(ext_words=2)), pytest.raises(SystemExit) as stop:
         soak.main(["-n", "6", "--batch", "2"])  # another chip: not mixed with the default's state either
     assert stop.value.code == 2 and "ext_words=1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("done, seconds", [({"0": 5}, 0), ({"0": {"programs": 250}}, 0),
+                                           ({"0": {"programs": "x", "mismatches": []}}, 0),
+                                           ({"x": {"programs": 2, "mismatches": []}}, 0),
+                                           ({"0": {"programs": 2, "mismatches": []}}, "nan"), ({}, -1)])
+def test_a_malformed_state_file_is_one_line_and_exit_2(fake, capsys, done, seconds):
+    """Each of these used to end in a traceback (or, for NaN seconds, a rate of nan programs/s)."""
+    fake(FakeBench())
+    soak.STATE.write_text(json.dumps({"seed": 0, "batch": 2, "done": done, "seconds": seconds}))
+    with pytest.raises(SystemExit) as stop:
+        soak.main(["-n", "4", "--batch", "2", "-j", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "is not a soak state" in err[0], err
+
+
+def test_a_state_path_that_is_a_folder_is_one_line_and_exit_2(fake, capsys):
+    fake(FakeBench())
+    soak.STATE.mkdir()
+    with pytest.raises(SystemExit) as stop:
+        soak.main(["-n", "4", "--batch", "2", "-j", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "is not a soak state" in err[0], err
 
 
 def test_the_chip_is_built_for_the_active_configuration():

@@ -30,6 +30,7 @@ one did not or when nothing was checked, 2 for a bad argument or a state file of
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -161,7 +162,9 @@ def load_state(seed: int, size: int, fresh: bool) -> dict:
         same = state["seed"] == seed and state["batch"] == size
         state.setdefault("config", config.DEFAULT.key())  # a state from before configurations
         state["done"], state["seconds"] = dict(state["done"]), float(state["seconds"])
-    except (ValueError, KeyError, TypeError):
+        if not _well_formed(state):
+            raise ValueError("not a soak state")
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
         raise StateError(f"{STATE} is not a soak state; remove it or run with --fresh") from None
     if not same:
         raise StateError(f"{STATE} holds a run with --seed {state['seed']} --batch {state['batch']}; "
@@ -170,6 +173,18 @@ def load_state(seed: int, size: int, fresh: bool) -> dict:
         raise StateError(f"{STATE} holds a run of the configuration {state['config']} (GA2_CONFIG), not {chip}; "
                          "resume it under that one, or --fresh to start over")
     return state
+
+
+def _well_formed(state: dict) -> bool:
+    """Every field the run reads is there with its type: batch numbers, a count of programs and a
+    list of mismatches per finished batch, and a finite, non-negative number of seconds."""
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    done_ok = all(key.isdigit() and isinstance(d, dict) and count(d.get("programs"))
+                  and isinstance(d.get("mismatches"), list) for key, d in state["done"].items())
+    return (done_ok and count(state["seed"]) and count(state["batch"]) and isinstance(state["config"], str)
+            and math.isfinite(state["seconds"]) and state["seconds"] >= 0)
 
 
 def save_state(state: dict) -> None:
