@@ -330,7 +330,8 @@ def test_a_user_mistake_is_one_line_exit_2_before_any_work(capsys, no_work, tool
 
 
 @pytest.mark.parametrize("tool, args", [("ch12_run", []), ("ch12_accuracy", []), ("decode_report", []),
-                                        ("waves", []), ("bench", []), ("visibility", []), ("dse", ["--no-area"])])
+                                        ("waves", []), ("bench", []), ("visibility", []), ("dse", ["--no-area"]),
+                                        ("mut_ch15", ["-k", "gather starts"])])
 @pytest.mark.parametrize("value", ["abc", "0", "70000"])
 def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool, args, value):
     monkeypatch.setenv("GA2_EXT", value)
@@ -341,7 +342,7 @@ def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool,
 
 
 @pytest.mark.parametrize("tool, args", [("ch12_run", []), ("decode_report", []), ("waves", []), ("bench", []),
-                                        ("visibility", [])])
+                                        ("visibility", []), ("mut_ch15", ["-k", "gather starts"])])
 def test_a_GA2_EXT_too_small_for_the_decode_is_refused_before_any_work(capsys, monkeypatch, no_work, tool, args):
     monkeypatch.setenv("GA2_EXT", "100")  # a valid size, but the weights alone need more
     before = out_state()

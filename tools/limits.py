@@ -83,7 +83,7 @@ def require_decode(steps: int, what: str) -> None:
     cli.ext_words()
     error = compile_error(T.make_model("structured"), steps)
     if error is not None:
-        raise cli.ToolError(f"{what} needs a {steps}-step decode, and context {steps} does not compile "
+        raise cli.ToolError(f"{what}: the {steps}-step decode does not compile "
                             f"(GA2_EXT={capra.ext_limit()}): {error}")
 
 

@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         for m in mutants:
             print(f"{m.area}: {m.what}\n    {m.file}: {m.old!r} -> {m.new!r}  [check: {m.check}]")
         return 0
+    # Every check runs in a child that inherits GA2_EXT and GA2_CONFIG: a bad one (or a memory too
+    # small for the chapter's 32-step decode) is one line here, not an unbroken model that "fails
+    # its own checks". Importing the compiler reads GA2_CONFIG.
+    import limits
+
+    limits.require_decode(32, "the chapter's checks")
     return M.report(mutants, jobs=args.jobs, verbose=args.verbose, full=args.all or bool(args.word))
 
 
