@@ -537,13 +537,20 @@ def test_the_figures_refuse_a_run_file_that_is_not_a_complete_passing_run(capsys
     assert not list(tmp_path.glob("*.png")), "a figure was written from a file that was refused"
 
 
-def test_the_figures_refuse_an_incomplete_example_b_file(capsys, monkeypatch, tmp_path):
+@pytest.mark.parametrize("change", [{"win": {}}, {"paged": {"4": [34, 7852, 0]}}, {"share": {"96/16": [0, 30, 0]}},
+                                    {"win": {"x": [938, 1152, 0.16]}}, {"win": {"8": [938, 0, 0.16]}},
+                                    {"serve": {"abc": [5, 5, 135, 135]}}])
+def test_the_figures_refuse_an_incomplete_example_b_file(capsys, monkeypatch, tmp_path, change):
+    """Each of these but the first used to write some figures, then end in a traceback."""
     import ch15_figures
 
-    (tmp_path / "ch15_example_b.json").write_text(json.dumps({**EXAMPLE_B, "win": {}}))
+    (tmp_path / "ch15_run.json").write_text(json.dumps(GOOD_RUN))
+    (tmp_path / "ch15_example_b.json").write_text(json.dumps({**EXAMPLE_B, **change}))
+    monkeypatch.setattr(ch15_run, "RUN_JSON", tmp_path / "ch15_run.json")
     monkeypatch.setattr(ch15_figures, "OUT", tmp_path)
-    code, _out, err = call(capsys, "ch15_figures")
-    assert code == 2 and "every study of example B" in err
+    code, out, err = call(capsys, "ch15_figures")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1 and "every study of example B" in err, err
+    assert not list(tmp_path.glob("*.png")), "a figure was written from a file that was refused"
 
 
 def test_the_figures_accept_a_passing_run(monkeypatch, tmp_path):

@@ -247,9 +247,20 @@ def example_b() -> dict:
     complete = (isinstance(b, dict) and _numbers(b.get("contig"), 3, positive=True)
                 and all(isinstance(b.get(k), dict) and b[k] and all(_numbers(v, n) for v in b[k].values())
                         for k, n in EXAMPLE_B_ROWS.items()))
-    if not complete:
+    if not complete or not _figures_can_read(b):
         raise cli.ToolError(f"{path} does not hold every study of example B: run tools/ch15_example_b.py again")
     return b
+
+
+def _figures_can_read(b: dict) -> bool:
+    """What the figures divide by and parse is there: the rows reserved per page size, the prompt
+    rows copied, the decisions compared per window are positive, and the windows and contexts are
+    whole numbers (JSON keys are strings)."""
+    def whole(key: str) -> bool:
+        return key.isdigit() and int(key) > 0
+
+    return (all(v[2] > 0 for v in b["paged"].values()) and all(v[0] > 0 for v in b["share"].values())
+            and all(whole(w) and v[1] > 0 for w, v in b["win"].items()) and all(whole(c) for c in b["serve"]))
 
 
 def figure_memory(b: dict) -> Path:
