@@ -341,6 +341,26 @@ def test_a_bad_GA2_EXT_is_one_line_naming_it(capsys, monkeypatch, no_work, tool,
     assert len(lines) == 1 and f"GA2_EXT={value}" in lines[0].replace("'", ""), err
 
 
+@pytest.mark.parametrize("tool, args, missing", [
+    ("ch12_run", ["--steps", "1"], ("iverilog", "verilator")), ("ch15_run", [], ("iverilog", "verilator")),
+    ("serve_run", [], ("verilator",)), ("soak", ["-n", "1"], ("iverilog",)), ("bench", [], ("verilator",)),
+    ("dse", ["--no-area", "--only", "n=8"], ("iverilog", "verilator")), ("waves", ["--context", "1"], ("iverilog",))])
+def test_a_missing_simulator_is_one_line_before_any_work(capsys, monkeypatch, no_work, tool, args, missing):
+    """These used to print results, write images and fail a replay (exit 1) before saying so."""
+    import shutil
+
+    import hw
+
+    which = shutil.which
+    monkeypatch.setattr(hw.shutil, "which", lambda name, *a, **k: None if name in missing else which(name, *a, **k))
+    before = out_state()
+    code, out, err = call(capsys, tool, *args)
+    assert (code, out) == (2, ""), (code, out[-500:], err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and all(hw.INSTALL_HINT[m] in lines[0] for m in missing), err
+    assert out_state() == before, "a refused run wrote a file"
+
+
 @pytest.mark.parametrize("tool, args", [("ch12_run", []), ("decode_report", []), ("waves", []), ("bench", []),
                                         ("visibility", []), ("mut_ch15", ["-k", "gather starts"])])
 def test_a_GA2_EXT_too_small_for_the_decode_is_refused_before_any_work(capsys, monkeypatch, no_work, tool, args):

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs per simulator timing, the median is printed (1..20, default 3)")
     args = ap.parse_args(argv)
     limits.require_decode(32, "make bench")
+    hw.require_simulators()
     simulator_speed(args.repeats)
     kernels()
     visibility.report()

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     extw = cli.ext_words()
     m = T.make_model("structured")
     limits.check_context(ap, "--steps", args.steps, m)
+    hw.require_simulators()
 
     if args.steps > 64:
         cli.note(f"decoding {args.steps} steps on the machine model")

@@ -142,6 +142,7 @@ def shape_problems(cycles: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     cli.parser(__doc__).parse_args(argv)
+    hw.require_simulators()
     problems = section_checks()
     decodes, found = section_rule(T.make_model("structured"))
     problems += found

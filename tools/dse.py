@@ -65,6 +65,7 @@ ROOT = TOOLS.parent
 sys.path.insert(0, str(TOOLS))
 sys.path.insert(0, str(ROOT / "model"))
 
+import hw  # noqa: E402
 import synth  # noqa: E402
 from capra import config  # noqa: E402
 
@@ -116,7 +117,6 @@ def rtl_label(cfg: config.Config) -> str:
 def replay_records(records: list[list[int]], name: str, extw: int) -> list[str]:
     """Replay records in both simulators (built for the active configuration); problems, if any."""
     import ga2_progs
-    import hw
 
     image = CACHE / "images" / f"{name}.hex"
     image.parent.mkdir(parents=True, exist_ok=True)
@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 ap.refuse("--only", f"{text!r} and {seen[cfg.key()]!r} are the same configuration ({cfg.label()})")
             seen[cfg.key()] = text
     ext = cli.ext_words()  # a bad GA2_EXT is one line before any work, and it is part of each result's key
+    hw.require_simulators()
     CACHE.mkdir(parents=True, exist_ok=True)
     src = sources_hash()
     missing = [] if args.no_area else synth.missing_tools(False, [], place_all=True)

@@ -49,6 +49,15 @@ def _require(tool: str) -> str:
     return path
 
 
+def require_simulators(*tools: str) -> None:
+    """For a tool to call before any work: SimulatorMissing (one line, exit 2) naming every one of
+    `tools` (default: both simulators) that is not on PATH, instead of output, files and a failed
+    replay first."""
+    missing = [INSTALL_HINT[t] for t in (tools or tuple(INSTALL_HINT)) if shutil.which(t) is None]
+    if missing:
+        raise SimulatorMissing("; ".join(missing))
+
+
 def _abs(files: Iterable[str]) -> list[Path]:
     return [Path(f) if os.path.isabs(f) else Path(ROOT) / f for f in files]
 

@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", choices=("one", "all", "none"), default="one",
                     help="replay the B_max=4, W=8 run (one, default), every run (all), or none on the RTL")
     args = ap.parse_args(argv)
+    if args.replay != "none":
+        hw.require_simulators()
     m = T.make_model("structured")
     programs = batched.BatchPrograms(m, batched.calibrate_ranges(m, 32, WINDOWS))
     problems: list[str] = []

@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         state = load_state(args.seed, args.batch, args.fresh)
     except StateError as error:
         ap.error(str(error))
+    hw.require_simulators()
     plan = batches(args.programs, args.batch, args.seed)
     if config.active() != config.DEFAULT:
         print(f"configuration: {config.active().label()} (GA2_CONFIG; the chip is built for it)", flush=True)

@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     extw = cli.ext_words()
     m = T.make_model("structured")
     limits.check_context(ap, "--context", args.context, m)
+    hw.require_simulators("iverilog")
     _toks, records = decode.ChipHost(m, args.context).generate(0, args.context)
     step = records[-1]
     print(decode.capra.asm.listing(step.code))
