@@ -583,6 +583,20 @@ def test_the_figures_accept_a_passing_run(monkeypatch, tmp_path):
 # ---- atomic outputs -----------------------------------------------------------------------------
 
 
+def test_a_folder_where_a_file_is_written_is_a_named_error_and_stays(tmp_path):
+    (tmp_path / "ch15_run.json").mkdir()
+    with pytest.raises(cli.ToolError, match="is a folder"):
+        cli.write_json(tmp_path / "ch15_run.json", {"a": 1})
+    assert (tmp_path / "ch15_run.json").is_dir() and [p.name for p in tmp_path.iterdir()] == ["ch15_run.json"]
+
+
+@pytest.mark.parametrize("tool, args", [("ch12_run", ["a\nVERDICT: PASS"]), ("synth", ["nosuch\nVERDICT: PASS"]),
+                                        ("decode_report", ["--steps", "2\n3"])])
+def test_an_argument_with_a_newline_is_still_one_line(capsys, no_work, tool, args):
+    code, out, err = call(capsys, tool, *args)
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1 and "\\n" in err, err
+
+
 def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
     path = tmp_path / "ch15_run.json"
     cli.write_text(path, "old\n")

@@ -49,11 +49,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         hint = "" if "(see " in message else " (see --help)"
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{hint}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}{hint}\n")
 
     def refuse(self, argument: str, message: str):
         """A value that parsed but is past a limit found after parsing (a size the chip cannot hold)."""
         self.error(f"argument {argument}: {message}")
+
+
+def one_line(message: str) -> str:
+    """The message with its line breaks shown as \\n: an argument may hold a newline, and an error
+    is one line, so nothing after it can pass for a line of its own (a forged VERDICT, say)."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def parser(doc: str) -> Parser:
@@ -144,7 +150,7 @@ def run(main: Callable[..., int], *args: object) -> int:
     try:
         return main(*args)
     except ToolError as error:
-        print(f"{_prog()}: error: {error}", file=sys.stderr)
+        print(f"{_prog()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         kill_children()
@@ -334,6 +340,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     never a half-written one. The temporary name keeps the suffix (matplotlib reads the format
     from it)."""
     path = Path(path)
+    if path.is_dir():
+        raise ToolError(f"{path} is a folder, where this tool writes a file: move it away")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
     os.close(fd)

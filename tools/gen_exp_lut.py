@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     path = ROOT / "rtl" / "exp_lut.v"
     text = render()
     if args.check:
-        same = path.exists() and path.read_text() == text
+        same = path.is_file() and path.read_bytes() == text.encode()  # any other file, or none, differs
         print("rtl/exp_lut.v is up to date" if same else "rtl/exp_lut.v differs from the model's table")
         return 0 if same else 1
     cli.write_text(path, text)  # atomic: a build never reads half a table
