@@ -36,7 +36,9 @@ def test_parse_round_trips_and_refuses_by_name():
     assert Config.parse("") == config.DEFAULT
     assert Config.parse(" ext_latency = 0 ") == Config(ext_latency=0)
     for text, named in (("latency=3", "expected name=value"), ("ext_latency=x", "decimal integer"),
-                        ("dma_queue=2,dma_queue=4", "given twice"), ("sram_words", "expected name=value")):
+                        ("dma_queue=2,dma_queue=4", "given twice"), ("sram_words", "expected name=value"),
+                        ("sram_words=4_096", "decimal integer"), ("n=\u0664", "decimal integer"),  # int() takes both
+                        ("n=+4", "decimal integer")):
         with pytest.raises(ConfigError, match=named):
             Config.parse(text)
 

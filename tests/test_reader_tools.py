@@ -53,6 +53,8 @@ BAD_ARGUMENTS = [
     ("ch12_accuracy", ["--starts", "-1", "--seeds", "1", "--steps", "2"], "--starts"),  # used to "pass"
     ("ch12_accuracy", ["--steps", "100000"], "--steps"),
     ("ch12_accuracy", ["--seeds", "-3"], "--seeds"),
+    ("ch12_accuracy", ["--seeds", "1", "1"], "--seeds"),  # used to run seed 1 twice and count it twice
+    ("ch15_selfcheck", ["-q", "1", "1"], "--question"),
     ("passkey_eval", ["--n-trials", "0"], "--n-trials"),
     ("passkey_eval", ["--n-trials", "100001"], "--n-trials"),  # more than there are 5-digit passkeys
     ("passkey_eval", ["--window", "0"], "--window"),
@@ -381,7 +383,7 @@ def test_ext_limit_reads_GA2_EXT_as_words_1_to_65536(monkeypatch):
     for good in ("1", "40", "65536"):
         monkeypatch.setenv("GA2_EXT", good)
         assert ext_limit() == int(good)
-    for bad in ("abc", "", "0", "-5", "65537", "8192.0"):
+    for bad in ("abc", "", "0", "-5", "65537", "8192.0", "8_192", " 8192 ", "\u0668192"):  # int() takes the last 3
         monkeypatch.setenv("GA2_EXT", bad)
         with pytest.raises(CompileError, match="GA2_EXT"):
             ext_limit()

@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--starts", type=cli.int_range(1, T.V), default=16, metavar="K",
                     help=f"start tokens 0..K-1, K in 1..{T.V} (default {T.V}: every token)")
     args = ap.parse_args(argv)
+    ap.distinct("--seeds", args.seeds)
     cli.ext_words()
     limits.check_context(ap, "--steps", args.steps, T.make_model("random", args.seeds[0]))
     worst_all, compared = 0.0, 0

@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-q", "--question", type=cli.int_range(1, len(QUESTIONS)), nargs="+", metavar="N",
                     help=f"answer only these questions (1..{len(QUESTIONS)}); default all")
     args = ap.parse_args(argv)
+    ap.distinct("-q/--question", args.question)
     numbers = args.question or range(1, len(QUESTIONS) + 1)
     results = [show(n, QUESTIONS[n - 1]()) for n in numbers]
     failed = [n for n, ok in zip(numbers, results, strict=True) if not ok]

@@ -55,6 +55,14 @@ class Parser(argparse.ArgumentParser):
         """A value that parsed but is past a limit found after parsing (a size the chip cannot hold)."""
         self.error(f"argument {argument}: {message}")
 
+    def distinct(self, argument: str, values: Sequence[object] | None) -> None:
+        """Refuse a list option that names a value twice: it would be run and counted twice."""
+        seen: set[object] = set()
+        for value in values or ():
+            if value in seen:
+                self.refuse(argument, f"{value} is given twice")
+            seen.add(value)
+
 
 def one_line(message: str) -> str:
     """The message with its line breaks shown as \\n: an argument may hold a newline, and an error

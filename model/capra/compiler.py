@@ -51,6 +51,8 @@ def ext_limit() -> int:
     line rather than a traceback from int() or a size the 16-bit address fields cannot reach."""
     text = os.environ.get("GA2_EXT", "8192")
     try:
+        if not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():  # int() takes " 8192 ", "8_192"
+            raise ValueError(text)
         words = int(text)
     except ValueError:
         raise CompileError(f"GA2_EXT={text!r} is not an integer: the external memory size in words, "

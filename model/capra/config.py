@@ -124,6 +124,8 @@ class Config:
             if field in values:
                 raise ConfigError(f"{name} given twice")
             try:
+                if not value.lstrip("-").isascii() or not value.lstrip("-").isdigit():
+                    raise ValueError(value)
                 values[field] = int(value, 10)
                 cls(**{field: values[field]})  # each define checked alone, so its error can name it
             except ValueError as error:
@@ -146,7 +148,10 @@ class Config:
             if name in values:
                 raise ConfigError(f"{name} given twice in {text!r}")
             try:
-                values[name] = int(value.strip(), 10)
+                digits = value.strip()
+                if not digits.lstrip("-").isascii() or not digits.lstrip("-").isdigit():  # no 1_024, no other digits
+                    raise ValueError(digits)
+                values[name] = int(digits, 10)
             except ValueError:
                 raise ConfigError(f"{name}={value.strip()!r}: it must be a decimal integer") from None
         return Config(**values)
