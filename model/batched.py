@@ -43,11 +43,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import capra as C  # noqa: E402
 import tiny_lm as T  # noqa: E402
+from capra import config, isa  # noqa: E402
 from capra.analysis import roofline  # noqa: E402
 from capra.graph import Graph  # noqa: E402
 
 # the range group of every tensor a batch program computes (inputs: x, k, v)
 GROUPS = ("x", "q", "k", "v", "scores", "attn", "o", "h", "u", "f", "y", "logits")
+
+
+def batch_key(contexts: Iterable[int]) -> tuple[int, ...]:
+    """The contexts as a tuple of ints, each 1 .. isa.MM_MAX_K, or ValueError naming the bad one.
+    A bool, a float or a numpy float is not a context, even when it equals one (True == 1)."""
+    try:
+        contexts = list(contexts)
+    except TypeError:
+        raise ValueError(f"contexts {contexts!r}: give a list of context lengths") from None
+    if not contexts:
+        raise ValueError("a batch needs at least one request")
+    for i, n in enumerate(contexts):
+        if isinstance(n, bool | np.bool_) or not isinstance(n, int | np.integer) or n < 1:
+            raise ValueError(f"request {i} of the batch: context {n!r} is not an int >= 1")
+        if n > isa.MM_MAX_K:  # refused before any array of that many rows is made
+            raise ValueError(f"request {i} of the batch: context {n} is past {isa.MM_MAX_K}, the longest "
+                             "reduction GA2's matmul can do")
+    return tuple(int(n) for n in contexts)
 
 
 def build_batch_graph(m: dict, contexts: Sequence[int]) -> Graph:
@@ -60,9 +79,7 @@ def build_batch_graph(m: dict, contexts: Sequence[int]) -> Graph:
     contexts = list(contexts)
     if not contexts:
         raise ValueError("a batch needs at least one request")
-    for i, n in enumerate(contexts):
-        if not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"request {i} of the batch: context {n!r} is not an int >= 1")
+    contexts = batch_key(contexts)
     B = len(contexts)
     g = Graph("batch_" + "_".join(str(n) for n in contexts))
     x = g.input("x", (B, T.D), range_group="x")
@@ -145,32 +162,44 @@ class BatchPrograms:
     """
 
     def __init__(self, m: dict, ranges: dict[str, float], capacity: int = 256) -> None:
+        if not isinstance(m, dict) or any(name not in m for name in ("E", "Wq", "Wk", "Wv")):
+            raise ValueError("m must be the tiny model's weights (tiny_lm.make_model)")
+        if not isinstance(ranges, dict):
+            raise ValueError(f"ranges={ranges!r}: give a dict of group -> range (calibrate_ranges)")
         missing = [g for g in GROUPS if g not in ranges]
         if missing:
             raise ValueError(f"ranges lack the groups {missing}: every tensor needs one fixed scale")
+        bad = {g: ranges[g] for g in GROUPS if not isinstance(ranges[g], int | float | np.integer | np.floating)
+               or isinstance(ranges[g], bool) or not math.isfinite(ranges[g]) or ranges[g] <= 0}
+        if bad:
+            raise ValueError(f"ranges {bad}: each must be a finite number > 0")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity={capacity!r}: it must be an integer >= 1")
         self.m = m
         self.ranges = dict(ranges)
         self.capacity = capacity
-        self.cache: OrderedDict[tuple[int, ...], C.Program] = OrderedDict()
+        # Keyed by the active configuration too: a program compiled for one chip (its array, its
+        # scratchpad) is neither right nor known to fit on another.
+        self.cache: OrderedDict[tuple[str, tuple[int, ...]], C.Program] = OrderedDict()
         self.compiled = 0
-        self.seen: set[tuple[int, ...]] = set()
-        self.refused: OrderedDict[tuple[int, ...], str] = OrderedDict()  # as bounded as the cache
+        self.seen: set[tuple[str, tuple[int, ...]]] = set()
+        self.refused: OrderedDict[tuple[str, tuple[int, ...]], str] = OrderedDict()  # as bounded as the cache
 
     @property
     def distinct(self) -> int:
         return len(self.seen)
 
     def program(self, key: Sequence[int]) -> C.Program:
-        """The program for contexts `key` (longest first); CompileError if it does not fit GA2."""
-        key = tuple(key)
+        """The program for contexts `key` (longest first); CompileError if it does not fit GA2,
+        ValueError if `key` is not a list of contexts."""
+        contexts = batch_key(key)  # checked before the cache, which equal-hashing keys would fool
+        key = (config.active().key(), contexts)
         if key in self.cache:
             self.cache.move_to_end(key)
             return self.cache[key]
         if key in self.refused:
             raise C.CompileError(self.refused[key])
-        g = build_batch_graph(self.m, key)
+        g = build_batch_graph(self.m, contexts)
         zeros = {name: np.zeros(g.shape(name)) for name in g.inputs}  # every scale comes from the ranges
         try:
             P = C.compile_graph(g, [zeros], ranges=self.ranges)
@@ -190,8 +219,12 @@ class BatchPrograms:
         compiler's, or what is wrong with the contexts). A batch that fits keeps fitting when any of
         its contexts shrinks (the compiler's placement guarantees it; the tests check it)."""
         try:
-            self.program(sorted(contexts, reverse=True))
-        except (C.CompileError, ValueError, TypeError) as error:
+            key = sorted(batch_key(contexts), reverse=True)
+        except ValueError as error:
+            return str(error)
+        try:
+            self.program(key)
+        except C.CompileError as error:
             return str(error)
         return None
 
@@ -203,25 +236,37 @@ class BatchPrograms:
         With `check`, the program's integer semantics (capra.run without the machine, numpy) are
         computed too and every output must equal the machine model's (MachineMismatch if not).
         """
+        try:
+            tokens, caches = list(tokens), list(caches)
+        except TypeError:
+            raise ValueError("tokens and caches must be lists, one entry per slot") from None
         if len(tokens) != len(caches) or not tokens:
             raise ValueError(f"a batch of {len(tokens)} tokens and {len(caches)} caches")
         for i, t in enumerate(tokens):
-            if isinstance(t, bool) or not isinstance(t, int | np.integer) or not 0 <= t < T.V:
+            if isinstance(t, bool | np.bool_) or not isinstance(t, int | np.integer) or not 0 <= t < T.V:
                 raise ValueError(f"slot {i}: token {t!r} is not a token 0..{T.V - 1}")
-        for i, (kc, vc) in enumerate(caches):
-            kc, vc = np.shape(kc), np.shape(vc)
-            if kc != vc or len(kc) != 2 or (kc[0] and kc[1] != T.D):
+        shapes = []
+        for i, pair in enumerate(caches):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValueError(f"slot {i}: the cache must be a pair (kc, vc) of row arrays")
+            try:
+                kc, vc = np.shape(pair[0]), np.shape(pair[1])
+            except ValueError:
+                raise ValueError(f"slot {i}: cached rows of uneven lengths") from None
+            empty = kc in ((0,), (0, T.D)) and vc in ((0,), (0, T.D))  # context 1: no rows
+            if not empty and (kc != vc or len(kc) != 2 or kc[1] != T.D):
                 raise ValueError(f"slot {i}: cached rows of shapes {kc} and {vc}; both must be (n, {T.D})")
-        contexts = [len(kc) + 1 for kc, _vc in caches]
+            shapes.append(kc)
+        contexts = [kc[0] + 1 for kc in shapes]
         order = sorted(range(len(tokens)), key=lambda i: -contexts[i])  # stable: ties keep slot order
         key = tuple(contexts[i] for i in order)
         P = self.program(key)
-        self.seen.add(key)
         feeds: dict = {"x": np.asarray([self.m["E"][tokens[i]] for i in order], dtype=np.float64)}
         for j, i in enumerate(order):
             if contexts[i] > 1:
                 feeds[f"kc_{j}"], feeds[f"vc_{j}"] = caches[i]
-        out, mach = C.run(P, feeds, machine=True)
+        out, mach = C.run(P, feeds, machine=True)  # the feeds are checked here (NaN, shapes)
+        self.seen.add((config.active().key(), key))
         if check:
             ref = C.run(P, feeds)
             bad = [name for name in P.outputs if ref[name][0] != out[name][0]]

@@ -71,6 +71,21 @@ class BadRow(PagedError, ValueError):
 
 # ---- the page table ------------------------------------------------------------------------------
 
+MAX_POOL_ROWS = 1 << 22  # n_pages * page: 4M rows; a larger pool is a mistake, not a cache to build
+MAX_POOL_BYTES = 1 << 30  # an ArrayPageTable's numpy pool
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _whole(value, name: str, lo: int = 0, error: type[Exception] = ValueError) -> int:
+    """value as an int >= lo, or `error` naming it: a bool, a float or a string is not an index."""
+    if not _is_int(value) or value < lo:
+        raise error(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
 
 class PageTable:
     """A pool of ``n_pages`` pages of ``page`` rows, and one block table per request.
@@ -94,8 +109,12 @@ class PageTable:
     """
 
     def __init__(self, n_pages: int, page: int = 4) -> None:
-        if n_pages < 1 or page < 1:
-            raise ValueError(f"PageTable needs n_pages >= 1 and page >= 1, got n_pages={n_pages}, page={page}")
+        if not (_is_int(n_pages) and _is_int(page)) or n_pages < 1 or page < 1:
+            raise ValueError(f"PageTable needs n_pages >= 1 and page >= 1, got n_pages={n_pages!r}, page={page!r}")
+        if n_pages * page > MAX_POOL_ROWS:
+            raise ValueError(f"a pool of n_pages={n_pages} x page={page} = {n_pages * page} rows is more than "
+                             f"{MAX_POOL_ROWS} rows")
+        n_pages, page = int(n_pages), int(page)
         self.page = page
         self.pool = [[None] * page for _ in range(n_pages)]
         self.ref = [0] * n_pages
@@ -164,6 +183,7 @@ class PageTable:
         already released is not an error, there is simply nothing left to release.
         """
         self._require(rid)
+        _whole(keep_from, f"request {rid!r}: trim keep_from", 0, RowOutOfRange)
         if not 0 <= keep_from <= self.length[rid]:
             raise RowOutOfRange(f"request {rid!r}: trim keep_from={keep_from} outside 0..{self.length[rid]}")
         t = self.table[rid]
@@ -230,6 +250,8 @@ class PageTable:
 
     def _check_range(self, rid: Hashable, lo: int, hi: int) -> None:
         self._require(rid)
+        if not (_is_int(lo) and _is_int(hi)):
+            raise RowOutOfRange(f"request {rid!r}: rows {lo!r}..{hi!r} asked for; row indices are integers")
         n, first_kept = self.length[rid], self.dropped[rid] * self.page
         if not 0 <= lo <= hi <= n:
             raise RowOutOfRange(f"request {rid!r}: rows {lo}..{hi - 1} asked for, it has rows 0..{n - 1}")
@@ -249,15 +271,32 @@ class ArrayPageTable(PageTable):
 
     def __init__(self, n_pages: int, page: int = 4, row_shape: Sequence[int] = (), dtype=np.float64) -> None:
         super().__init__(n_pages, page)
-        self.row_shape = tuple(row_shape)
+        self.row_shape = tuple(_whole(d, "a row_shape dimension", 1) for d in row_shape)
         self.dtype = np.dtype(dtype)
+        if self.dtype.kind not in "biuf":
+            raise ValueError(f"dtype={self.dtype}: the pool holds numbers (bool, integer or float)")
+        size = n_pages * page * int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
+        if size > MAX_POOL_BYTES:
+            raise ValueError(f"a pool of {n_pages} x {page} rows of shape {self.row_shape} ({self.dtype}) would take "
+                             f"{size / 2**30:.1f} GiB, more than {MAX_POOL_BYTES >> 30} GiB")
         self.pool = np.zeros((n_pages, page, *self.row_shape), dtype=self.dtype)
 
     def append(self, rid: Hashable, row) -> None:
-        # Convert before the table changes, so a row of the wrong shape leaves everything as it was.
-        value = np.asarray(row, dtype=self.dtype)
-        if value.shape != self.row_shape:
-            raise BadRow(f"request {rid!r}: row of shape {value.shape}, the pool holds rows of shape {self.row_shape}")
+        # Convert before the table changes, so a bad row leaves everything as it was. A row must be
+        # real numbers, finite, and survive the pool's dtype unchanged if that is an integer type.
+        try:
+            raw = np.asarray(row)
+        except ValueError as error:  # a ragged nest of lists
+            raise BadRow(f"request {rid!r}: row is not an array of numbers ({error})") from None
+        if raw.shape != self.row_shape:
+            raise BadRow(f"request {rid!r}: row of shape {raw.shape}, the pool holds rows of shape {self.row_shape}")
+        if raw.dtype.kind not in "biuf":
+            raise BadRow(f"request {rid!r}: row of {raw.dtype} values, the pool holds real numbers ({self.dtype})")
+        if raw.dtype.kind == "f" and not np.isfinite(raw).all():
+            raise BadRow(f"request {rid!r}: row holds NaN or infinity")
+        value = raw.astype(self.dtype)
+        if self.dtype.kind in "biu" and not np.array_equal(value, raw):
+            raise BadRow(f"request {rid!r}: row does not fit the pool's {self.dtype} unchanged")
         super().append(rid, value)
 
     def gather(self, rid: Hashable, lo: int, hi: int) -> np.ndarray:
@@ -282,7 +321,7 @@ class ArrayPageTable(PageTable):
 
 
 def _check_window(W) -> None:
-    if W is not None and (not isinstance(W, int | np.integer) or W < 1):
+    if W is not None and (not _is_int(W) or W < 1):
         raise ValueError(f"window W must be None or an int >= 1, got {W!r}")
 
 
@@ -317,6 +356,8 @@ def float_generate(m: dict, start: int, n: int, W: int | None = None) -> list[in
 
 def context_size(L: int, W: int | None) -> int:
     """Tokens attended at step L (1-based): the new one and min(L, W) - 1 previous ones."""
+    _whole(L, "step L", 1)
+    _check_window(W)
     return L if W is None else min(L, W)
 
 
@@ -333,6 +374,14 @@ def calibrate(m: dict, steps: int, W: int | None, starts: Iterable[int] = range(
 
 
 # ---- the host ------------------------------------------------------------------------------------
+
+
+def _token(t, name: str) -> int:
+    """t as a token 0 .. V-1, or ValueError naming it (a bool, a float, -1 or V are not tokens)."""
+    if not _is_int(t) or not 0 <= t < T.V:
+        raise ValueError(f"{name} {t!r} is not a token 0..{T.V - 1}")
+    return int(t)
+
 
 
 class PagedChip:
@@ -352,6 +401,13 @@ class PagedChip:
     def __init__(self, m: dict, steps: int, W: int | None = None, page: int = 4, n_pages: int = 64,
                  starts: Iterable[int] = range(T.V), paged: bool = True) -> None:
         _check_window(W)
+        steps = _whole(steps, "steps", 1)
+        PageTable(n_pages, page)  # the pool's sizes, checked now rather than at the first generate
+        starts = list(starts)
+        if not starts:
+            raise ValueError("starts is empty: calibration needs at least one start token")
+        for t in starts:
+            _token(t, "a start token")
         self.m = m
         self.steps = steps
         self.W = W
@@ -385,8 +441,19 @@ class PagedChip:
         cycle counters). ``force`` (a token list with force[0] = start) feeds force[L] as the next
         input instead of the chip's choice (teacher forcing).
         """
-        if force is not None and len(force) < n + 1:
-            raise ValueError(f"force has {len(force)} tokens, generate({start}, {n}) needs {n + 1}")
+        _token(start, "start")
+        n = _whole(n, "n", 0)
+        if force is not None:
+            force = list(force)
+            if len(force) < n + 1:
+                raise ValueError(f"force has {len(force)} tokens, generate({start}, {n}) needs {n + 1}")
+            if force[0] != start:
+                raise ValueError(f"force[0] = {force[0]!r} is not the start token {start}")
+            for i, t in enumerate(force[: n + 1]):
+                _token(t, f"force[{i}]")
+        if n and context_size(n, self.W) not in self.calib:  # the longest context this decode needs
+            raise C.CompileError(f"no calibration for context {context_size(n, self.W)}: the chip was "
+                                 f"calibrated for {self.steps} steps with window {self.W}")
         cache = ArrayPageTable(self.n_pages, self.page, row_shape=(2, T.D))
         cache.new(0)
         plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token

@@ -44,6 +44,7 @@ os.environ.setdefault("GA2_EXT", "8192")
 
 import batched  # noqa: E402
 import tiny_lm as T  # noqa: E402
+from capra import isa  # noqa: E402
 from capra.checks import integer  # noqa: E402
 from paged_lm import ArrayPageTable, context_size, window_rows  # noqa: E402
 
@@ -103,6 +104,17 @@ def pages_needed(rows: int, W: int | None, page: int) -> int:
         keep = 0 if W is None else max(0, L + 1 - W)
         dropped = max(dropped, keep // page)
     return most
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """The pool's id for a shared prompt's pages. A type of its own, so that no request id, which
+    is whatever hashable value the caller chose, can ever be equal to it."""
+
+    key: tuple
+
+
+MAX_POOL_ROWS = 1 << 20  # n_pages * page: far past any batch the chip can hold (8 x 1024 rows)
 
 
 @dataclass
@@ -174,10 +186,20 @@ class Server:
         b_max = integer(b_max, "b_max", 1)
         n_pages = integer(n_pages, "n_pages", 1)
         page = integer(page, "page", 1)
+        if n_pages * page > MAX_POOL_ROWS:
+            raise ValueError(f"n_pages={n_pages} x page={page} is a pool of {n_pages * page} rows, more than "
+                             f"{MAX_POOL_ROWS}")
+        # No context past the array's longest reduction can run, so a longer calibration or window
+        # is a mistake (and a window that long would only act as None).
         steps = integer(steps, "steps", 1)
+        if steps > isa.MM_MAX_K:
+            raise ValueError(f"steps={steps}: no decode context past {isa.MM_MAX_K} can run on GA2")
         if isinstance(windows, str | bytes) or not isinstance(windows, Iterable):
             raise ValueError(f"windows={windows!r}: give a list of windows (None or integers >= 1)")
         self.windows = tuple(None if W is None else integer(W, "window", 1) for W in windows)
+        for W in self.windows:
+            if W is not None and W > isa.MM_MAX_K:
+                raise ValueError(f"window {W}: longer than any context GA2 can run ({isa.MM_MAX_K}); use None")
         if not self.windows:
             raise ValueError("windows=(): a server needs at least one window a request may ask for (None: no window)")
         if programs is not None and not isinstance(programs, batched.BatchPrograms):
@@ -215,6 +237,8 @@ class Server:
             hash(req.rid)
         except TypeError:
             raise RequestRefused(f"request id {req.rid!r} cannot be a key (it is not hashable)") from None
+        if req.rid != req.rid:  # NaN: no lookup would ever find it again
+            raise RequestRefused(f"request id {req.rid!r} is not equal to itself, so it cannot be a key")
         if req.rid in self.submitted:
             raise DuplicateRequest(f"request {req.rid!r} was already submitted")
         what = f"request {req.rid!r}"
@@ -276,14 +300,14 @@ class Server:
         return self._reserved() - handed + need <= len(self.pool.ref)
 
     def _release_prefix(self, key: tuple) -> None:
-        self.pool.release(("prefix", key))
+        self.pool.release(_Prefix(key))
         del self.prefixes[key]
 
     def _start(self, req: Request, need: int) -> None:
         run = _Running(req, reserved=need)
         key = (req.prompt, req.window)
         if key in self.prefixes:
-            self.pool.fork(("prefix", key), req.rid)
+            self.pool.fork(_Prefix(key), req.rid)
             run.fed = len(req.prompt)
             run.next_token, first_logits, _pages = self.prefixes[key]
             run.tokens.append(run.next_token)
@@ -321,7 +345,7 @@ class Server:
         held = len(self.pool.table[run.req.rid])
         if self._reserved() + held > len(self.pool.ref):
             return
-        self.pool.fork(run.req.rid, ("prefix", key))
+        self.pool.fork(run.req.rid, _Prefix(key))
         self.prefixes[key] = (run.tokens[0], run.logits[0], held)
 
     def _finish(self, run: _Running) -> None:

@@ -201,6 +201,11 @@ def misuse_table() -> PL.PageTable:
     ("append needing a new page, pool full", lambda pt: pt.append("B", 9), PL.OutOfPages),
     ("append into a shared tail, no page for the copy", lambda pt: pt.append("C", 9), PL.OutOfPages),
     ("owner appends into its shared tail, no page", lambda pt: pt.append("A", 9), PL.OutOfPages),
+    # indices are integers: 2.5 used to release pages, False / True to read rows
+    ("trim to a fractional row", lambda pt: pt.trim("A", 2.5), PL.RowOutOfRange),
+    ("read fractional rows", lambda pt: pt.rows("A", 2, 3.0), PL.RowOutOfRange),
+    ("read rows named by bools", lambda pt: pt.rows("B", False, True), PL.RowOutOfRange),
+    ("read rows named by None", lambda pt: pt.rows("B", None, 1), PL.RowOutOfRange),
 ])
 def test_misuse_raises_and_leaves_the_table_unchanged(name, operation, error):
     pt = misuse_table()
@@ -227,6 +232,30 @@ def test_array_pool_rejects_a_row_of_the_wrong_shape_unchanged():
     pt = PL.ArrayPageTable(2, 2, row_shape=(2, 3))
     pt.new(0)
     assert_fails_unchanged(pt, lambda: pt.append(0, [1.0, 2.0]), PL.BadRow)
+
+
+@pytest.mark.parametrize("row, dtype", [([None, None], np.float64), ([1 + 2j, 3.0], np.float64),
+                                        ([np.nan, 1.0], np.float64), ([np.inf, 1.0], np.float64),
+                                        ([2.7, 3.0], np.int8), ([300, 1], np.int8), (["1", "2"], np.float64),
+                                        ([[1.0], [2.0, 3.0]], np.float64)])
+def test_array_pool_refuses_a_row_it_would_change_unchanged(row, dtype):
+    """Each of these used to be stored converted: None as NaN, a complex value without its
+    imaginary part, 2.7 as 2 and 300 as 44 in int8."""
+    pt = PL.ArrayPageTable(2, 2, row_shape=(2,), dtype=dtype)
+    pt.new(0)
+    assert_fails_unchanged(pt, lambda: pt.append(0, row), PL.BadRow)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: PL.PageTable(True, True), "n_pages >= 1"), (lambda: PL.PageTable(2.5, 4), "n_pages >= 1"),
+    (lambda: PL.PageTable(10**9, 4), "more than"),  # used to build lists for 40 s, then run out of memory
+    (lambda: PL.ArrayPageTable(2, 2, row_shape=(0,)), "row_shape"),
+    (lambda: PL.ArrayPageTable(2, 2, dtype=object), "dtype=object"),
+    (lambda: PL.ArrayPageTable(4096, 1024, row_shape=(2, 32)), "GiB"),
+])
+def test_pool_sizes_are_checked_when_it_is_made(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
 
 
 # ---- the numpy pool gathers the same rows --------------------------------------------------------
@@ -275,6 +304,39 @@ def test_paged_chip_runs_out_of_pages_with_a_clear_error():
     chip = PL.PagedChip(T.make_model("structured"), 10, W=None, page=2, n_pages=2)
     with pytest.raises(PL.OutOfPages, match="page"):
         chip.generate(0, 10)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda chip: chip.generate(-1, 3), "start -1"), (lambda chip: chip.generate(16, 3), "start 16"),
+    (lambda chip: chip.generate(True, 3), "start True"), (lambda chip: chip.generate(1.0, 3), "start 1.0"),
+    (lambda chip: chip.generate(0, -1), "n must be"), (lambda chip: chip.generate(0, 7), "context 7"),
+    (lambda chip: chip.generate(0, 3, force=[1, 2, 3, 4]), "force.0."),
+    (lambda chip: chip.generate(0, 3, force=[0, -1, 20, 3]), r"force\[1\] -1"),
+])
+def test_paged_chip_refuses_bad_arguments_before_touching_its_state(call, match):
+    """-1 used to be embedding row -1 (silently), 16 an IndexError halfway, and every failure
+    replaced the chip's cache and peak first."""
+    chip = PL.PagedChip(T.make_model("structured"), 6, W=None, page=2, n_pages=8)  # contexts 1..6
+    chip.generate(0, 6)
+    cache, peak = chip.cache, chip.peak
+    with pytest.raises((ValueError, PL.C.CompileError), match=match):
+        call(chip)
+    assert chip.cache is cache and chip.peak == peak
+
+
+@pytest.mark.parametrize("kwargs, match", [({"steps": 0}, "steps"), ({"steps": 2.5}, "steps"), ({"page": 0}, "page"),
+                                           ({"n_pages": 0}, "n_pages"), ({"starts": []}, "starts"),
+                                           ({"starts": [16]}, "start token 16"), ({"W": True}, "window W")])
+def test_paged_chip_settings_are_checked_when_it_is_made(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PL.PagedChip(T.make_model("structured"), **({"steps": 4} | kwargs))
+
+
+def test_context_size_takes_a_step_and_a_window():
+    assert [PL.context_size(L, 3) for L in (1, 2, 3, 4, 9)] == [1, 2, 3, 3, 3]
+    for L, W in ((5, 0), (5, -2), (0, 3), (5, True)):
+        with pytest.raises(ValueError):
+            PL.context_size(L, W)
 
 
 def test_window_must_be_a_positive_int():

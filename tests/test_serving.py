@@ -7,6 +7,8 @@ float-free reference for the tokens. Batch programs are also replayed on both si
 
 from __future__ import annotations
 
+import re
+
 import batched as BA
 import capra as C
 import ga2_progs
@@ -130,7 +132,7 @@ def test_programs_are_cached_and_bounded(structured):
     progs = BA.BatchPrograms(m, BA.calibrate_ranges(m, 4, (None,)), capacity=2)
     for key in ((1,), (2,), (1,), (3,)):
         progs.program(key)
-    assert progs.compiled == 3 and list(progs.cache) == [(1,), (3,)]
+    assert progs.compiled == 3 and [key for _chip, key in progs.cache] == [(1,), (3,)]
     assert progs.fits([4000]) is not None  # a context no scratchpad holds
     assert "at least one request" in progs.fits([]) and "not an int" in progs.fits([2.5])
     with pytest.raises(ValueError, match="token 16"):
@@ -266,6 +268,7 @@ def test_admission_asks_the_compiler_about_the_scratchpad(structured):
     (lambda: S.Request("m", [1, 2], 3), S.RequestRefused, "non-empty tuple"),
     (lambda: S.Request("n", (1,), 3, 8.0), S.UnknownWindow, "window must be an integer, got 8.0"),
     (lambda: S.Request(["o"], (1,), 3), S.RequestRefused, "not hashable"),
+    (lambda: S.Request(float("nan"), (1,), 3), S.RequestRefused, "not equal to itself"),  # two were both queued
     (lambda: ("p", (1,), 3), S.RequestRefused, "takes a Request"),
 ])
 def test_bad_requests_are_refused_and_change_nothing(structured, make, error, match):
@@ -292,12 +295,69 @@ def test_a_context_beyond_the_scratchpad_is_refused_when_submitted(structured):
     ({"n_pages": True}, "n_pages"), ({"page": 0}, "page"), ({"windows": (0,)}, "window must be >= 1, got 0"),
     ({"windows": 8}, "list of windows"), ({"windows": ()}, "at least one window"), ({"windows": (True,)}, "window"),
     ({"steps": 0}, "steps"), ({"programs": "x"}, "BatchPrograms"),
+    # each of these three used to run for minutes (or until memory ran out) before anything was said
+    ({"n_pages": 10**10}, "rows, more than"), ({"steps": 10**6}, "no decode context past 1024"),
+    ({"windows": (10**7,)}, "longer than any context"),
 ])
 def test_bad_server_settings(structured, kwargs, match):
     m, progs = structured
     args = {"b_max": 2, "n_pages": 8, "windows": (None,), "programs": progs} | kwargs
     with pytest.raises(ValueError, match=match):
         S.Server(m, **args)
+
+
+def test_a_request_id_shaped_like_the_servers_own_prefix_key_is_just_an_id(structured):
+    """The pool keeps a shared prompt's pages under a key of the server's own; an id that looked
+    like the old key ("prefix", (prompt, window)) made the fork fail halfway through a step."""
+    m, progs = structured
+    reqs = [S.Request("x", (1, 2), 3), S.Request(("prefix", ((1, 2), None)), (5,), 6),
+            S.Request("y", (1, 2), 3, None, 10**6)]
+    server, problems = _run(m, progs, reqs, 2, 12)
+    assert not problems and server.forked == {"y"}
+    for r in reqs:
+        assert server.done[r.rid].tokens == rule(r.prompt, r.n_new)
+
+
+def test_programs_follow_the_active_configuration(structured):
+    """A BatchPrograms kept its answers across configurations: a batch that fits the default
+    scratchpad was said to fit a 2,048-word one, then failed on the machine model."""
+    m, progs = structured
+    assert progs.fits([40] * 4) is None
+    with C.config.use(C.config.Config(sram_words=2048)):
+        fresh = BA.BatchPrograms(m, progs.ranges).fits([40] * 4)
+        assert fresh is not None and progs.fits([40] * 4) == fresh
+
+
+@pytest.mark.parametrize("contexts, match", [([True], "context True"), ([1.0], "context 1.0"),
+                                             ([np.float64(3.0)], "context np.float64(3.0)"), ([2000], "past 1024"),
+                                             ([], "at least")])
+def test_a_batch_key_is_checked_before_the_cache(structured, contexts, match):
+    m, progs = structured
+    progs.program([1]), progs.program([3])  # cached: True == 1 and 3.0 == 3 must not find them
+    assert match in progs.fits(contexts)
+    with pytest.raises(ValueError, match=re.escape(match)):
+        progs.program(contexts)
+
+
+def test_a_refused_run_is_not_counted(structured):
+    m, progs = structured
+    before = progs.distinct
+    bad = np.full((2, T.D), np.nan)
+    with pytest.raises(ValueError, match="nan"):
+        progs.run([1], [(bad, bad)])
+    with pytest.raises(ValueError, match="pair"):
+        progs.run([1], [None])
+    with pytest.raises(ValueError, match="shapes"):
+        progs.run([1], [(np.zeros((0, 5)), np.zeros((0, 5)))])
+    assert progs.distinct == before
+
+
+@pytest.mark.parametrize("change, match", [({"x": float("nan")}, "finite"), ({"q": 0.0}, "> 0"),
+                                           ({"k": "1"}, "finite")])
+def test_bad_ranges_are_refused_when_the_programs_are_made(structured, change, match):
+    m, progs = structured
+    with pytest.raises(ValueError, match=match):
+        BA.BatchPrograms(m, progs.ranges | change)
 
 
 def test_numpy_integers_are_taken_as_ints(structured):
