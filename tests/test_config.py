@@ -185,3 +185,19 @@ def test_rtl_defines_name_the_configuration_and_nothing_else():
         with pytest.raises(config.ConfigError) as error:
             Config.from_defines(bad)
         assert named in str(error.value)
+
+
+def test_numpy_integers_are_ints_and_other_types_are_named():
+    import numpy as np
+
+    cfg = Config(ext_latency=np.int64(8), n=np.int32(8))
+    assert cfg == Config(ext_latency=8, n=8) and type(cfg.ext_latency) is int and cfg.key() == Config(
+        ext_latency=8, n=8).key()
+    for make, named in ((lambda: Config(n=np.bool_(True)), "must be an integer"),
+                        (lambda: Config(n=4.0), "must be an integer"),
+                        (lambda: Config.parse(None), "a configuration is text"),
+                        (lambda: Config.parse(b"n=4"), "a configuration is text"),
+                        (lambda: Config.from_defines("GA2_N_D=8"), "not one string"),
+                        (lambda: Config.from_defines([8]), "NAME=VALUE string")):
+        with pytest.raises(ConfigError, match=named):
+            make()

@@ -25,6 +25,7 @@ so its cycles (``isa.mm_cycles``).
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -48,9 +49,18 @@ class ConfigError(ValueError):
 
 
 def _int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """value as a Python int: an int or a numpy integer (by __index__), never a bool or a float."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise ConfigError(f"{name}={value!r}: it must be an integer")
-    return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{name}={value!r}: it must be an integer") from None
+
+
+def _shown(text: str) -> str:
+    """A value as an error message quotes it: a long one is cut, not echoed whole."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ class Config:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _int(f.name, getattr(self, f.name))
+            object.__setattr__(self, f.name, _int(f.name, getattr(self, f.name)))  # numpy ints become ints
         if self.n not in ARRAY_SIZES:
             raise ConfigError(f"n={self.n}: the systolic array is built as 2 x 2, 4 x 4 or 8 x 8 (a pass of the "
                               "matmul engine spans half a 32-bit word of int8 outputs, one or two)")
@@ -115,8 +125,12 @@ class Config:
         """The configuration a set of ``NAME=VALUE`` RTL defines builds, the inverse of rtl_defines.
         A name that is not one of the chip's defines, a name given twice or a value the configuration
         refuses is a ConfigError, so a synthesis is never started for a chip that cannot exist."""
+        if isinstance(defines, str | bytes):
+            raise ConfigError(f"defines={defines!r}: give a list of NAME=VALUE defines, not one string")
         values: dict[str, int] = {}
         for text in defines:
+            if not isinstance(text, str):
+                raise ConfigError(f"define {text!r}: each is a NAME=VALUE string")
             name, _eq, value = text.partition("=")
             if name not in RTL_DEFINES:
                 raise ConfigError(f"{text!r}: GA2's defines are {', '.join(RTL_DEFINES)}")
@@ -130,12 +144,14 @@ class Config:
                 cls(**{field: values[field]})  # each define checked alone, so its error can name it
             except ValueError as error:
                 why = error if isinstance(error, ConfigError) else "the value must be a decimal integer"
-                raise ConfigError(f"{text!r}: {why}") from None
+                raise ConfigError(f"{_shown(text)}: {why}") from None
         return cls(**values)
 
     @staticmethod
     def parse(text: str) -> Config:
         """``"ext_latency=8,sram_words=2048"`` (any subset of the fields; empty: the default)."""
+        if not isinstance(text, str):
+            raise ConfigError(f"a configuration is text such as 'n=8,ext_words=2', got {text!r}")
         known = {f.name for f in fields(Config)}
         values: dict[str, int] = {}
         for part in (p.strip() for p in text.split(",")):
@@ -153,7 +169,7 @@ class Config:
                     raise ValueError(digits)
                 values[name] = int(digits, 10)
             except ValueError:
-                raise ConfigError(f"{name}={value.strip()!r}: it must be a decimal integer") from None
+                raise ConfigError(f"{name}={_shown(value.strip())}: it must be a decimal integer") from None
         return Config(**values)
 
 
