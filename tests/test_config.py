@@ -77,20 +77,61 @@ def test_environment_variable_selects_the_configuration_at_import():
     assert len(lines) == 1 and "GA2_CONFIG='ext_latency=99': ext_latency=99" in lines[0], out.stderr
 
 
-def test_a_full_queue_follows_the_configuration():
-    """LOADs of one word each: with a queue of q, LOAD number q + 1 waits for the first to end (an
-    independent count from docs/isa.md's timing: a 1-word LOAD issued at t ends at t + 1 + 1 + L + 2)."""
+def documented_loads(q: int, latency: int, sizes: list[int], wait: bool = False,
+                     load_stalls: list[int] | None = None) -> list[int]:
+    """The five counters of LOADs of `sizes` words each (one row), then WAIT 0 if `wait`, then
+    HALT, worked out from docs/isa.md alone (a shadow of the timing, not the machine model's code):
+    an instruction issues a cycle after the one before; a LOAD issued at t with `q` transfers
+    unfinished stalls until the oldest ends; it takes its descriptor at s = max(t + 1, the engine
+    free), ends at s + n + L + 2 and frees the engine at s + n + 1; HALT (and WAIT 0) stall until
+    the last transfer has ended; c1 counts the cycles some transfer is between s and its end.
+    `load_stalls`, if given, gets each LOAD's own stall on the full queue."""
+    t, engine, stall, ends, busy = 0, 0, 0, [], set()
+    for n in sizes:
+        unfinished = sorted(e for e in ends if e > t)
+        waited = 0
+        if len(unfinished) >= q:
+            waited = unfinished[len(unfinished) - q] - t  # until the oldest of them ends
+            stall, t = stall + waited, t + waited
+        if load_stalls is not None:
+            load_stalls.append(waited)
+        s = max(t + 1, engine)
+        ends.append(s + n + latency + 2)
+        engine = s + n + 1
+        busy.update(range(s, ends[-1]))
+        t += 1
+    for _ in range(2 if wait else 1):  # WAIT 0, then HALT; or HALT alone
+        last = max(ends)
+        stall += max(0, last - t)
+        t = max(t, last) + 1
+    return [t, len(busy), 0, 0, stall]
+
+
+def test_documented_loads_matches_a_count_by_hand():
+    # q = 2, L = 0: LOAD0 s=1 ends 4, LOAD1 s=3 ends 6, LOAD2 waits at cycles 2, 3 for LOAD0, s=5
+    # ends 8; HALT at 5 waits 5, 6, 7 and halts in cycle 8: 9 cycles, DMA busy 1..7, 2 + 3 stalls.
+    assert documented_loads(2, 0, [1, 1, 1]) == [9, 7, 0, 0, 5]
+
+
+@pytest.mark.parametrize("q, latency, size", [(1, 0, 1), (2, 0, 1), (2, 8, 3), (4, 8, 1), (8, 31, 2), (16, 31, 1)])
+def test_a_full_queue_follows_the_configuration(q, latency, size):
+    """q + 1 LOADs: the last one waits for the first to end when (and only as long as) the queue
+    is full. The machine model's counters must equal the documented timing's exactly, and the same
+    program with one LOAD fewer (the queue never full) must stall on HALT only."""
     from capra import asm
 
-    for q in (2, 8):
-        with config.use(Config(dma_queue=q, ext_latency=0)):
-            code = [w for i in range(q + 1) for w in asm.load(i, i, 1, 1)] + asm.halt()
-            m = Machine.with_ext(list(range(16)), 16)
+    with config.use(Config(dma_queue=q, ext_latency=latency)):
+        for count in (q + 1, q):
+            code = [w for i in range(count) for w in asm.load(4 * i, 4 * i, 1, size)] + asm.halt()
+            m = Machine.with_ext(list(range(4 * count + 4)), 16 + 4 * count)
             m.run(code)
-            assert m.counters.as_list()[4] > 0  # stalled on the DMA once the queue was full
-            m2 = Machine.with_ext(list(range(16)), 16)
-            m2.run([w for i in range(q) for w in asm.load(i, i, 1, 1)] + asm.wait() + asm.halt())
-            assert m2.counters.as_list()[4] > 0  # the WAIT stalls, but no LOAD did (q fit)
+            assert m.counters.as_list() == documented_loads(q, latency, [size] * count), (count, size)
+        m = Machine.with_ext(list(range(4 * q + 4)), 16 + 4 * q)
+        m.run([w for i in range(q) for w in asm.load(4 * i, 4 * i, 1, size)] + asm.wait() + asm.halt())
+        assert m.counters.as_list() == documented_loads(q, latency, [size] * q, wait=True)
+    stalls: list[int] = []
+    documented_loads(q, latency, [size] * (q + 1), load_stalls=stalls)
+    assert stalls[:q] == [0] * q and stalls[q] > 0  # each case fills the queue: the last LOAD waits
 
 
 def test_a_transfer_moves_in_beats_of_the_interface_width():
