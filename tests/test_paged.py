@@ -361,6 +361,7 @@ class PageTableMachine(RuleBasedStateMachine):
         super().__init__()
         self.pt = PL.PageTable(6, 2)
         self.shadow: dict[int, list] = {}
+        self.kept: dict[int, int] = {}  # the highest keep_from asked of each request (its own count)
         self.next_id = 0
         self.counter = 0
 
@@ -371,6 +372,7 @@ class PageTableMachine(RuleBasedStateMachine):
     def new(self):
         self.pt.new(self.next_id)
         self.shadow[self.next_id] = []
+        self.kept[self.next_id] = 0
         self.next_id += 1
 
     @precondition(lambda self: self.shadow)
@@ -393,20 +395,23 @@ class PageTableMachine(RuleBasedStateMachine):
         src = self.live(data)
         self.pt.fork(src, self.next_id)
         self.shadow[self.next_id] = list(self.shadow[src])
+        self.kept[self.next_id] = self.kept[src]
         self.next_id += 1
 
     @precondition(lambda self: self.shadow)
     @rule(data=st.data())
     def trim(self, data):
         rid = self.live(data)
-        self.pt.trim(rid, data.draw(st.integers(0, len(self.shadow[rid]))))
+        keep_from = data.draw(st.integers(0, len(self.shadow[rid])))
+        self.pt.trim(rid, keep_from)
+        self.kept[rid] = max(self.kept[rid], keep_from)
 
     @precondition(lambda self: self.shadow)
     @rule(data=st.data())
     def release(self, data):
         rid = self.live(data)
         self.pt.release(rid)
-        del self.shadow[rid]
+        del self.shadow[rid], self.kept[rid]
 
     @rule(data=st.data())
     def misuse(self, data):
@@ -427,6 +432,12 @@ class PageTableMachine(RuleBasedStateMachine):
     def matches_shadow(self):
         problems = PT.invariants(self.pt, self.shadow, "stateful")
         assert not problems, problems
+        for rid, rows in self.shadow.items():  # trim, counted here: every page wholly before keep_from is gone
+            page = self.pt.page
+            assert self.pt.dropped[rid] == self.kept[rid] // page
+            assert len(self.pt.table[rid]) == -(-len(rows) // page) - self.kept[rid] // page
+            first = self.kept[rid] // page * page
+            assert self.pt.rows(rid, first, len(rows)) == rows[first:]
 
 
 TestPageTableStateful = PageTableMachine.TestCase
