@@ -68,6 +68,8 @@ def eval_program(P, feeds: dict) -> dict[str, list[list[int]]]:
                     acc = [max(0, v) for v in acc]
                 out.append([requantize_ref(v, p["qa"], p["qs"]) for v in acc])
             vals[name] = out
+        elif op == "rows":  # a view of some rows of its input: the same integers
+            vals[name] = args[0][node.attrs["lo"]:node.attrs["hi"]]
         elif op == "concat":
             vals[name] = args[0] + args[1]
         elif op == "softmax":

@@ -21,6 +21,7 @@ from capra.graph import Graph, GraphError
 from conftest import needs_icarus, needs_verilator
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from int_reference import eval_program, requantize_ref
 from replay_util import counters, replay, verdict
 
 WINDOWS = (None, 4, 8)
@@ -60,8 +61,8 @@ def test_rows_view_reads_inside_its_tensor_and_matches_numpy():
     # the same matmul done by hand on rows 2..3 of y's integers, with the program's own multiplier
     acc = y_int[2:4] @ P.consts["U"]
     p = P.params["z"]
-    from capra.machine import requantize
-    assert np.array_equal(np.asarray(out["z"][0]), requantize(acc, p["qa"], p["qs"]))
+    expected = [[requantize_ref(int(v), p["qa"], p["qs"]) for v in row] for row in acc]
+    assert out["z"][0] == expected and eval_program(P, feeds)["z"] == expected
 
 
 def test_rows_view_errors():
@@ -96,6 +97,25 @@ def test_each_request_in_a_batch_gets_exactly_its_batch_of_one(random_model, con
         assert batch.toks[i] == alone.toks[0]
         assert batch.logits[i] == alone.logits[0]
         assert np.array_equal(batch.k[i], alone.k[0]) and np.array_equal(batch.v[i], alone.v[0])
+
+
+@pytest.mark.parametrize("contexts", [[1], [5, 3, 1], [8, 8, 8, 8], [9, 7, 7, 4, 2, 2, 1, 1]])
+def test_batch_programs_equal_the_independent_integer_reference(random_model, contexts):
+    """The machine model and the numpy semantics against int_reference.eval_program, written from
+    the ISA document one element at a time (the batch-of-one test compares the first two only)."""
+    m, progs = random_model
+    rng = np.random.default_rng(sum(contexts))
+    P = progs.program(contexts)
+    feeds = {"x": m["E"][rng.integers(0, T.V, len(contexts))]}
+    for i, c in enumerate(contexts):
+        if c > 1:
+            feeds[f"kc_{i}"], feeds[f"vc_{i}"] = rng.uniform(-1, 1, (2, c - 1, T.D))
+    out, _mach = C.run(P, feeds, machine=True)
+    numpy_semantics = C.run(P, feeds)
+    independent = eval_program(P, feeds)
+    for name in P.outputs:
+        assert out[name][0] == independent[name], name
+        assert numpy_semantics[name][0] == independent[name], name
 
 
 def test_batch_program_is_close_to_the_float_model(random_model):
