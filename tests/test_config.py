@@ -190,6 +190,8 @@ def test_corner_configuration_is_exact_on_both_simulators(cfg):
         result = dse.point(cfg, RANDOM_PER_CORNER)
     assert config.active() == before
     assert "fits" not in result, result.get("fits")
+    assert "batch_fits" not in result, result.get("batch_fits")  # the batch of the table compiles here too
+    assert result["batch_tok_per_kcyc"] > 0
     assert result["problems"] == []
     assert result["programs"] == RANDOM_PER_CORNER + dse.STEPS
 
