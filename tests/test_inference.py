@@ -539,7 +539,13 @@ def test_generate_rejects_invalid_arguments(random_model, kwargs, ids, name):
 
 def test_decode_step_benchmark_helper_reports_both_kinds(random_model):
     cost = gen.time_decode_steps(random_model, 64, n_steps=2)
-    assert cost["windowed"] > 0 and cost["global"] > 0 and cost["step"] > 0
+    assert set(cost) == {"windowed", "global", "windowed_per_layer", "global_per_layer", "step"}
+    assert cost["windowed"] > 0 and cost["global"] > 0
+    # the layers are timed inside the step, so together they cannot take longer than it
+    assert cost["windowed"] + cost["global"] <= cost["step"]
+    kinds = [layer.windowed for layer in random_model.layers]
+    assert cost["windowed_per_layer"] == pytest.approx(cost["windowed"] / kinds.count(True))
+    assert cost["global_per_layer"] == pytest.approx(cost["global"] / kinds.count(False))
 
 
 def test_tiny_lm_make_model_reaches_the_mixed_model():
