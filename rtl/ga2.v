@@ -11,8 +11,12 @@
 //   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is
 //   QCFG        set the quantization registers qa, qb, qs and the bias address
 //   MM/VEC/SMAX start the unit in the decode cycle and wait for its done cycle
-// An illegal instruction (unknown opcode, a reserved bit set, WAIT keeping QUEUE or more), or
-// running past the last instruction of the memory, halts with `illegal` set.
+// An illegal instruction, or running past the last instruction of the memory, halts with `illegal`
+// set. Illegal: an unknown opcode, a reserved bit set, WAIT keeping QUEUE or more, and the fields
+// that would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns
+// (or an SRAM stride past 16 bits), an MM without rows, reduction or columns, a reduction past
+// GA2_MM_MAX_K or a column window outside the matrix, a VEC of an unknown sub-op, a VEC or SMAX of
+// no elements, a QCFG shift past GA2_MAX_SHIFT. The machine model refuses the same instructions.
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
 // The external port is the DMA engine's (see rtl/dma.v): requests with valid/ready, read answers
 // in order with rsp_valid; GA2_EXT_WORDS words wide (a request moves the words ext_req_addr + j
@@ -93,8 +97,20 @@ module ga2 (
                                     || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
                                     || (op == OP_HALT && inflight != {QW{1'b0}}));
     wire       go    = !rst && fetching && !stall;
-    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0)
-                          && !(op == OP_WAIT && cnt >= GA2_DMA_QUEUE[15:0]);
+    // the fields each opcode must have (see the header); 17 bits so that M = 0xFFFF cannot wrap
+    localparam [16:0] LANES17 = GA2_LANES[16:0];
+    wire [16:0] mm_tiles = ({1'b0, w3[15:0]} + LANES17 - 17'd1) / LANES17;  // column tiles of M
+    wire [16:0] mm_end   = (sub == 4'd0) ? mm_tiles : {9'd0, w3[23:16]} + {13'd0, sub};
+    wire       mm_ok    = (cnt != 16'd0) && (fd != 16'd0) && (fd <= GA2_MM_MAX_K[15:0]) && (w3[15:0] != 16'd0)
+                          && ({9'd0, w3[23:16]} < mm_end) && (mm_end <= mm_tiles);
+    wire       fields_ok = is_dma         ? (cnt != 16'd0) && (fc != 16'd0) && (w3[23:16] == 8'd0)
+                         : (op == OP_MM)   ? mm_ok
+                         : (op == OP_VEC)  ? (cnt != 16'd0) && (sub <= VEC_ARGMAX)  // the last sub-op
+                         : (op == OP_SMAX) ? (cnt != 16'd0)
+                         : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
+                         : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])
+                         : 1'b1;
+    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0) && fields_ok;
     wire       legal_go = go && known_op;
     wire       unit_done;
     // the instruction after this one is decoded next cycle

@@ -419,6 +419,20 @@ def _raw_record(code: list[int]) -> list[int]:
     ("a reserved bit of word 0", [asm.qcfg(qa=1)[0] | (1 << 17), 0, 0, 0]),
     ("a reserved bit of word 3", asm.qcfg(qa=1)[:3] + [1 << 30]),
     ("WAIT keeping as many transfers as the queue holds", [asm.wait()[0] | isa.DMA_QUEUE, 0, 0, 0]),
+    # fields that ran a unit without end or over a whole memory before the decoder refused them
+    ("a LOAD of no rows", isa.Instr(isa.OP_LOAD, cnt=0, c=1).encode()),
+    ("a STORE of no columns (it wrote all 65,536 external words)", isa.Instr(isa.OP_STORE, cnt=1, c=0).encode()),
+    ("a LOAD whose SRAM stride has a bit past 16", isa.Instr(isa.OP_LOAD, cnt=1, c=1, e=1 << 16).encode()),
+    ("an MM of no rows (it never halted)", isa.Instr(isa.OP_MM, cnt=0, d=16, e=16).encode()),
+    ("an MM of no reduction (it never halted)", isa.Instr(isa.OP_MM, cnt=1, d=0, e=16).encode()),
+    ("an MM reduction past MM_MAX_K", isa.Instr(isa.OP_MM, cnt=1, d=isa.MM_MAX_K + 1, e=16).encode()),
+    ("an MM of no columns", isa.Instr(isa.OP_MM, cnt=1, d=16, e=0).encode()),
+    ("an MM column window past the matrix", isa.Instr(isa.OP_MM, cnt=1, d=16, e=16 | 3 << 16, sub=2).encode()),
+    ("an MM column window that starts at the end", isa.Instr(isa.OP_MM, cnt=1, d=16, e=16 | 4 << 16).encode()),
+    ("a VEC of sub-op 6 (it ran as COPY)", isa.Instr(isa.OP_VEC, sub=6, cnt=4).encode()),
+    ("a VEC of no elements (it wrote 65,536 words)", isa.Instr(isa.OP_VEC, cnt=0).encode()),
+    ("an SMAX of no elements", isa.Instr(isa.OP_SMAX, cnt=0).encode()),
+    ("a QCFG shift past MAX_SHIFT", isa.Instr(isa.OP_QCFG, c=isa.MAX_SHIFT + 1).encode()),
 ])
 def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code):
     from capra import ProgramError
