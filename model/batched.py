@@ -76,9 +76,6 @@ def build_batch_graph(m: dict, contexts: Sequence[int]) -> Graph:
     rows). Outputs: logits (B x V), tok (B x 1), and k_i, v_i per request (the rows the host
     appends to request i's cache).
     """
-    contexts = list(contexts)
-    if not contexts:
-        raise ValueError("a batch needs at least one request")
     contexts = batch_key(contexts)
     B = len(contexts)
     g = Graph("batch_" + "_".join(str(n) for n in contexts))

@@ -25,6 +25,7 @@ The chapter's listings call ``OutOfPages``, ``PageTable``, ``float_windowed``, `
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from collections.abc import Hashable, Iterable, Sequence
@@ -37,6 +38,7 @@ os.environ.setdefault("GA2_EXT", "8192")
 import capra as C  # noqa: E402
 import decode  # noqa: E402
 import tiny_lm as T  # noqa: E402
+from capra.checks import integer  # noqa: E402
 
 # ---- errors --------------------------------------------------------------------------------------
 
@@ -76,15 +78,8 @@ MAX_POOL_BYTES = 1 << 30  # an ArrayPageTable's numpy pool
 
 
 def _is_int(value) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
-def _whole(value, name: str, lo: int = 0, error: type[Exception] = ValueError) -> int:
-    """value as an int >= lo, or `error` naming it: a bool, a float or a string is not an index."""
-    if not _is_int(value) or value < lo:
-        raise error(f"{name} must be an integer >= {lo}, got {value!r}")
-    return int(value)
-
+    """An index or a size: an int or a numpy integer, never a bool (capra.checks.integer's rule)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 class PageTable:
@@ -183,7 +178,7 @@ class PageTable:
         already released is not an error, there is simply nothing left to release.
         """
         self._require(rid)
-        _whole(keep_from, f"request {rid!r}: trim keep_from", 0, RowOutOfRange)
+        integer(keep_from, f"request {rid!r}: trim keep_from", 0, RowOutOfRange)
         if not 0 <= keep_from <= self.length[rid]:
             raise RowOutOfRange(f"request {rid!r}: trim keep_from={keep_from} outside 0..{self.length[rid]}")
         t = self.table[rid]
@@ -271,7 +266,7 @@ class ArrayPageTable(PageTable):
 
     def __init__(self, n_pages: int, page: int = 4, row_shape: Sequence[int] = (), dtype=np.float64) -> None:
         super().__init__(n_pages, page)
-        self.row_shape = tuple(_whole(d, "a row_shape dimension", 1) for d in row_shape)
+        self.row_shape = tuple(integer(d, "a row_shape dimension", 1) for d in row_shape)
         self.dtype = np.dtype(dtype)
         if self.dtype.kind not in "biuf":
             raise ValueError(f"dtype={self.dtype}: the pool holds numbers (bool, integer or float)")
@@ -356,7 +351,7 @@ def float_generate(m: dict, start: int, n: int, W: int | None = None) -> list[in
 
 def context_size(L: int, W: int | None) -> int:
     """Tokens attended at step L (1-based): the new one and min(L, W) - 1 previous ones."""
-    _whole(L, "step L", 1)
+    integer(L, "step L", 1)
     _check_window(W)
     return L if W is None else min(L, W)
 
@@ -383,7 +378,6 @@ def _token(t, name: str) -> int:
     return int(t)
 
 
-
 class PagedChip:
     """The host: a page table for the cache, the window rule, one compiled program per context size.
 
@@ -401,7 +395,7 @@ class PagedChip:
     def __init__(self, m: dict, steps: int, W: int | None = None, page: int = 4, n_pages: int = 64,
                  starts: Iterable[int] = range(T.V), paged: bool = True) -> None:
         _check_window(W)
-        steps = _whole(steps, "steps", 1)
+        steps = integer(steps, "steps", 1)
         PageTable(n_pages, page)  # the pool's sizes, checked now rather than at the first generate
         starts = list(starts)
         if not starts:
@@ -442,7 +436,7 @@ class PagedChip:
         input instead of the chip's choice (teacher forcing).
         """
         _token(start, "start")
-        n = _whole(n, "n", 0)
+        n = integer(n, "n", 0)
         if force is not None:
             force = list(force)
             if len(force) < n + 1:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import asm, checks, isa
+from .config import decimal
 from .dma import DmaTimeline, Transfer, race
 from .graph import Graph, GraphError, Node
 from .quant import (
@@ -51,9 +52,7 @@ def ext_limit() -> int:
     line rather than a traceback from int() or a size the 16-bit address fields cannot reach."""
     text = os.environ.get("GA2_EXT", "8192")
     try:
-        if not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():  # int() takes " 8192 ", "8_192"
-            raise ValueError(text)
-        words = int(text)
+        words = decimal(text)
     except ValueError:
         raise CompileError(f"GA2_EXT={text!r} is not an integer: the external memory size in words, "
                            f"1..{isa.MAX_EXTW}") from None

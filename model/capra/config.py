@@ -58,6 +58,15 @@ def _int(name: str, value) -> int:
         raise ConfigError(f"{name}={value!r}: it must be an integer") from None
 
 
+def decimal(text: str) -> int:
+    """A decimal integer written in ASCII digits with an optional minus sign, or ValueError: int()
+    alone also takes " 8", "8_192", "+8" and other scripts' digits, which no setting here means."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"{text!r} is not a decimal integer")
+    return int(text, 10)
+
+
 def _shown(text: str) -> str:
     """A value as an error message quotes it: a long one is cut, not echoed whole."""
     return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
@@ -138,9 +147,7 @@ class Config:
             if field in values:
                 raise ConfigError(f"{name} given twice")
             try:
-                if not value.lstrip("-").isascii() or not value.lstrip("-").isdigit():
-                    raise ValueError(value)
-                values[field] = int(value, 10)
+                values[field] = decimal(value)
                 cls(**{field: values[field]})  # each define checked alone, so its error can name it
             except ValueError as error:
                 why = error if isinstance(error, ConfigError) else "the value must be a decimal integer"
@@ -164,10 +171,7 @@ class Config:
             if name in values:
                 raise ConfigError(f"{name} given twice in {text!r}")
             try:
-                digits = value.strip()
-                if not digits.lstrip("-").isascii() or not digits.lstrip("-").isdigit():  # no 1_024, no other digits
-                    raise ValueError(digits)
-                values[name] = int(digits, 10)
+                values[name] = decimal(value.strip())
             except ValueError:
                 raise ConfigError(f"{name}={_shown(value.strip())}: it must be a decimal integer") from None
         return Config(**values)
