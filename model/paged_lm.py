@@ -26,19 +26,13 @@ The chapter's listings call ``OutOfPages``, ``PageTable``, ``float_windowed``, `
 from __future__ import annotations
 
 import numbers
-import os
-import sys
 from collections.abc import Hashable, Iterable, Sequence
 
+import capra as C
+import host
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("GA2_EXT", "8192")
-
-import capra as C  # noqa: E402
-import decode  # noqa: E402
-import tiny_lm as T  # noqa: E402
-from capra.checks import integer  # noqa: E402
+import tiny_lm as T
+from capra.checks import integer
 
 # ---- errors --------------------------------------------------------------------------------------
 
@@ -359,13 +353,17 @@ def context_size(L: int, W: int | None) -> int:
 def calibrate(m: dict, steps: int, W: int | None, starts: Iterable[int] = range(T.V)):
     """Calibration data for every context size the window allows, and one range per group.
 
-    The windowed float decode of ``steps`` tokens from every start token (decode.calibrate with
-    the window): ``(calib, ranges)``, calib[n] the input sets of the program of context n, ranges
-    the largest magnitude of "x", "k" and "v". Every program shares these ranges, so a row the
-    chip writes as k_new is re-quantized exactly when a later program reads it back as a kc row.
+    The windowed float decode of ``steps`` tokens from every start token (``host.calibrate``):
+    ``(calib, ranges)``, calib[n] the input sets of the program of context n, ranges the largest
+    magnitude of "x", "k" and "v". Every program shares these ranges, so a row the chip writes as
+    k_new is re-quantized exactly when a later program reads it back as a kc row.
     """
     _check_window(W)
-    return decode.calibrate(m, steps, starts, W)
+    cal = host.calibrate(m, steps, [W], starts)
+    return cal.feeds, {group: cal.ranges[group] for group in SHARED_RANGES}
+
+
+SHARED_RANGES = ("x", "k", "v")  # the groups every program of a decode shares
 
 
 # ---- the host ------------------------------------------------------------------------------------
@@ -414,12 +412,13 @@ class PagedChip:
         self.cache: ArrayPageTable | None = None
 
     def program(self, n: int) -> C.Program:
-        """The compiled program for context n (compiled once, on first use)."""
+        """The compiled program for context n: compile_graph(build_graph(m, n), calib[n],
+        ranges=ranges), from the program cache (host.PROGRAMS); ``progs`` holds those this chip used."""
         if n not in self.progs:
             if n not in self.calib:
                 raise C.CompileError(f"no calibration for context {n}: the chip was calibrated for "
                                      f"{self.steps} steps with window {self.W}")
-            self.progs[n] = C.compile_graph(T.build_graph(self.m, n), self.calib[n], ranges=self.ranges)
+            self.progs[n] = host.PROGRAMS.get(self.m, [n], self.ranges, self.calib[n])
         return self.progs[n]
 
     def trim_point(self, L: int) -> int:
@@ -429,11 +428,11 @@ class PagedChip:
     def generate(self, start: int, n: int, force: Sequence[int] | None = None):
         """Decode n tokens after start; returns (tokens, records), one record per step.
 
-        A record holds: L (step, from 1), ctx (context size), code and ext (the program and its
-        memory image, for the RTL replay), logits (floats), ints (int8 logits), tok (the chip's
-        argmax), pages (pages in use when the step starts) and counters (the machine model's five
-        cycle counters). ``force`` (a token list with force[0] = start) feeds force[L] as the next
-        input instead of the chip's choice (teacher forcing).
+        A record (``host.Step``, read like the book's dict) holds: L (step, from 1), ctx (context
+        size), code and ext (the program and its memory image, for the RTL replay), logits (floats),
+        ints (int8 logits), tok (the chip's argmax), pages (pages in use when the step starts) and
+        counters (the machine model's five cycle counters). ``force`` (a token list with force[0] =
+        start) feeds force[L] as the next input instead of the chip's choice (teacher forcing).
         """
         _token(start, "start")
         n = integer(n, "n", 0)
@@ -452,7 +451,7 @@ class PagedChip:
         cache.new(0)
         plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token
         toks = [start]
-        records = []
+        records: list[host.Step] = []
         self.cache = cache
         self.peak = 0
         for L in range(1, n + 1):
@@ -463,14 +462,10 @@ class PagedChip:
                 rows = cache.gather(0, lo, L - 1) if self.paged else np.asarray(plain[lo:L - 1])
                 inputs["kc"] = rows[:, 0]
                 inputs["vc"] = rows[:, 1]
-            P = self.program(nc)
-            out, mach = C.run(P, inputs, machine=True)
-            records.append({
-                "L": L, "ctx": nc, "code": P.code, "ext": C.ext_image(P, inputs),
-                "logits": out["logits"][1][0], "ints": out["logits"][0][0], "tok": out["tok"][0][0][0],
-                "pages": cache.used(), "counters": mach.counters.as_list(),
-            })
-            row = np.array([out["k_new"][1][0], out["v_new"][1][0]])
+            step = host.run_step(self.program(nc), inputs, [nc])
+            step.L, step.pages = L, cache.used()
+            records.append(step)
+            row = np.array([step.k[0], step.v[0]])
             cache.append(0, row)
             plain.append(row)
             cache.trim(0, self.trim_point(L))

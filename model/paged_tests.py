@@ -21,16 +21,11 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import random
-import sys
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import paged_lm as PL  # noqa: E402
-import tiny_lm as T  # noqa: E402
+import paged_lm as PL
+import tiny_lm as T
 
 # The (window, page) pairs of checks (3), (4) and (6).
 HOST_CASES = ((None, 4), (8, 4), (6, 2), (4, 4), (3, 1))

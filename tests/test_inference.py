@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import generate as gen
-import mixed_lm
+from inference import generate as gen
+from inference import mixed_lm
 import numpy as np
 import pytest
-from generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
+from inference.generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, attention, make_mixed_model, rotary_tables
+from inference.mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, attention, make_mixed_model, rotary_tables
 
 # ---------------------------------------------------------------------------------------------
 # helpers

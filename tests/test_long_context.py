@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from long_context import (
+from inference.long_context import (
     FILLER_SENTENCES,
     QUESTION,
     PasskeyEvaluator,
@@ -16,7 +16,7 @@ from long_context import (
     needle_attention,
     wilson_interval,
 )
-from mixed_lm import ModelConfigError, make_mixed_model
+from inference.mixed_lm import ModelConfigError, make_mixed_model
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_repeated_trigram_passkeys_are_the_known_blind_spot(mixed):
     """The head matches three tokens of context; 1 2 1 2 1 repeats (1, 2, 1) and cannot be read."""
     evaluator = PasskeyEvaluator(mixed)
     ids = np.array([evaluator.tokenizer.encode(evaluator.build_prompt(60, 12121, "middle"))])
-    from generate import generate
+    from inference.generate import generate
 
     out = generate(mixed, ids, max_new_tokens=8, temperature=0.0)
     assert evaluator.extract_passkey_from_output(evaluator.tokenizer.decode(out[0, 60:])) != 12121

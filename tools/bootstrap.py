@@ -1,9 +1,11 @@
-"""Start a tool under the project's own Python when the one that started it lacks a package.
+"""Start a tool under the project's own Python when the one that started it lacks the project.
 
-``make sim`` (like every make target) creates ``.venv`` from pyproject.toml. A reader who types
-``python tools/ch15_run.py`` with a Python that has no numpy (or is older than 3.11) gets the same
-run: ``need`` starts the script again under ``.venv/bin/python`` with the same arguments. Without
-a usable ``.venv`` it prints one line saying what to do and exits with status 2.
+``make sim`` (like every make target) creates ``.venv`` and installs the project into it. A reader
+who types ``python tools/ch15_run.py`` with a Python that cannot import the project (or is older
+than 3.11) gets the same run: ``need`` starts the script again under ``.venv/bin/python`` with the
+same arguments. Without a usable ``.venv`` it prints one line saying what to do and exits with
+status 2. ``run(command)`` is what the book's scripts call: make sure of the Python, then run the
+command of ``capra_cli`` the script stands for, under the script's own name.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def need(*modules: str) -> None:
         os.execv(python, [python, script, *sys.argv[1:]])
     except OSError as error:
         _stop(f"{what}, and {python} cannot start ({error.strerror}): delete .venv, then run `make sim`")
+
+
+def run(command: str) -> None:
+    """Run `command` of the project's command line with this script's arguments and name; exits."""
+    need("numpy", "capra_cli", "replay", "host")
+    from capra_cli.__main__ import run_command
+
+    raise SystemExit(run_command(command, sys.argv[1:], prog=Path(sys.argv[0]).name))
 
 
 def _stop(message: str) -> None:

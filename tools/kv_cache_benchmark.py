@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 
 import cli  # noqa: E402
 import numpy as np  # noqa: E402
-from generate import fill_cache, generate, time_decode_steps  # noqa: E402
-from long_context import PasskeyEvaluator  # noqa: E402
-from mixed_lm import make_mixed_model  # noqa: E402
+from inference.generate import fill_cache, generate, time_decode_steps  # noqa: E402
+from inference.long_context import PasskeyEvaluator  # noqa: E402
+from inference.mixed_lm import make_mixed_model  # noqa: E402
 
 GIB = 1024 ** 3
 FULL_SIZE_ARCH = {"layers": 12, "windowed": 6, "window": 128, "kv_heads": 4, "head_dim": 96, "bytes": 2}

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 
 import cli  # noqa: E402
 import numpy as np  # noqa: E402
-from generate import DEFAULT_GLOBAL_CAP_TOKENS  # noqa: E402
-from long_context import (  # noqa: E402
+from inference.generate import DEFAULT_GLOBAL_CAP_TOKENS  # noqa: E402
+from inference.long_context import (  # noqa: E402
     CHANCE_ACCURACY,
     POSITIONS,
     QUESTION,
@@ -38,7 +38,7 @@ from long_context import (  # noqa: E402
     PasskeyTokenizer,
     needle_attention,
 )
-from mixed_lm import ModelConfigError, make_mixed_model  # noqa: E402
+from inference.mixed_lm import ModelConfigError, make_mixed_model  # noqa: E402
 
 BATCH = 2  # prompts decoded together in a trial batch
 PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones

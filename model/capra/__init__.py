@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import asm, isa
-from .compiler import CompileError, Program, compile_graph, ext_limit, pack_int8_rows, unpack_int8_rows
+from . import asm, config, isa
+from .compiler import CompileError, Program, compile_graph
 from .graph import Graph, GraphError
 from .machine import HazardError, Machine, ProgramError, run_program
 from .reference import quantize_inputs, run_reference
 
 __all__ = [
     "CompileError", "Graph", "GraphError", "HazardError", "Machine", "Program", "ProgramError",
-    "asm", "compile_graph", "ext_image", "isa", "run", "run_program",
+    "asm", "compile_graph", "config", "ext_image", "isa", "outputs_of", "run", "run_program",
 ]
 
 
@@ -31,7 +31,7 @@ def ext_image(P: Program, inputs: dict) -> list[int]:
     words = list(P.const_words) + [0] * (P.ext_words - len(P.const_words))
     for name, q in quantize_inputs(P, inputs).items():
         t = P.tensors[name]
-        words[t.ext : t.ext + t.words] = pack_int8_rows(q)
+        words[t.ext : t.ext + t.words] = isa.pack_int8_rows(q).tolist()
     return words
 
 
@@ -40,7 +40,7 @@ def _read_output(P: Program, name: str, ext) -> np.ndarray:
     words = np.asarray(ext[t.ext : t.ext + t.words], dtype=np.int64)
     if t.kind == "int32":
         return words.astype(np.uint32).view(np.int32).astype(np.int64).reshape(t.rows, 1)
-    return unpack_int8_rows(words, t.rows, t.cols)
+    return isa.unpack_int8_rows(words, t.rows, t.cols)
 
 
 def _as_output(P: Program, name: str, ints: np.ndarray) -> tuple[list[list[int]], list[list[float]]]:
@@ -54,6 +54,10 @@ def run(P: Program, inputs: dict, machine: bool = False):
     if not machine:
         vals = run_reference(P, inputs)
         return {name: _as_output(P, name, vals[name]) for name in P.outputs}
-    mach = run_program(P.code, ext_image(P, inputs), ext_limit())
-    out = {name: _as_output(P, name, _read_output(P, name, mach.ext)) for name in P.outputs}
-    return out, mach
+    mach = run_program(P.code, ext_image(P, inputs), isa.EXT_MEMORY)
+    return outputs_of(P, mach.ext), mach
+
+
+def outputs_of(P: Program, ext) -> dict[str, tuple[list[list[int]], list[list[float]]]]:
+    """Every output of the program as ``run`` gives it, read from a final external memory."""
+    return {name: _as_output(P, name, _read_output(P, name, ext)) for name in P.outputs}

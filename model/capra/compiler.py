@@ -24,14 +24,12 @@ is stored as soon as no later instruction reads its banks.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import asm, checks, isa
-from .config import decimal
 from .dma import DmaTimeline, Transfer, race
 from .graph import Graph, GraphError, Node
 from .quant import (
@@ -43,23 +41,6 @@ from .quant import (
     quantize,
     scale_for,
 )
-
-
-def ext_limit() -> int:
-    """GA2_EXT, the external memory size in words (default 8192): an integer 1 .. isa.MAX_EXTW.
-
-    Anything else is a CompileError naming the variable, so a typo in the environment is one clear
-    line rather than a traceback from int() or a size the 16-bit address fields cannot reach."""
-    text = os.environ.get("GA2_EXT", "8192")
-    try:
-        words = decimal(text)
-    except ValueError:
-        raise CompileError(f"GA2_EXT={text!r} is not an integer: the external memory size in words, "
-                           f"1..{isa.MAX_EXTW}") from None
-    if not 1 <= words <= isa.MAX_EXTW:
-        raise CompileError(f"GA2_EXT={words} is outside 1..{isa.MAX_EXTW} words (the 16-bit external "
-                           "address space)")
-    return words
 
 
 @dataclass
@@ -532,9 +513,7 @@ def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.nd
                loads: list[str]) -> tuple[list[int], int]:
     """External memory map: constants and inputs in load order from word 0, then the outputs.
     Returns the image of the constants (zeros where inputs go) and the words used in all."""
-    limit = ext_limit()
-    if limit > isa.MAX_EXTW:
-        raise CompileError(f"GA2_EXT={limit} exceeds the 16-bit external address space ({isa.MAX_EXTW} words)")
+    limit = isa.EXT_MEMORY
     words: list[int] = []
     top = 0
     for name in loads + list(graph.outputs):
@@ -545,26 +524,10 @@ def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.nd
         top += t.words
         if top > limit:
             raise CompileError(f"node {name!r}: the program's data needs {top} words of external memory, "
-                               f"more than GA2_EXT={limit}")
+                               f"more than the external memory of {limit} (GA2_EXT, ext_memory)")
         if name in loads:
-            words += pack_int8_rows(consts[name]) if name in consts else [0] * t.words
+            words += isa.pack_int8_rows(consts[name]).tolist() if name in consts else [0] * t.words
     return words, top
-
-
-def pack_int8_rows(values: np.ndarray) -> list[int]:
-    """int8 matrix -> packed words (lane 0 in the low byte, lanes past the row end zero)."""
-    values = np.asarray(values, dtype=np.int64)
-    rows, cols = values.shape
-    w = isa.words_for(cols)
-    lanes = np.zeros((rows, w * isa.LANES), dtype=np.int8)
-    lanes[:, :cols] = values
-    return [int(x) for x in lanes.reshape(-1).view(np.uint32)]
-
-
-def unpack_int8_rows(words, rows: int, cols: int) -> np.ndarray:
-    w = isa.words_for(cols)
-    arr = np.asarray(words, dtype=np.int64).astype(np.uint32)
-    return arr.view(np.int8).reshape(rows, w * isa.LANES)[:, :cols].astype(np.int64)
 
 
 def _span(t: Tensor, first: int = 0, words: int | None = None) -> set[int]:

@@ -1,26 +1,30 @@
-"""GA2's configuration: the parameters a design-space sweep may change, in one place.
+"""GA2's configuration: every parameter a design-space sweep may change, in one place.
 
-``Config(ext_latency=4, sram_words=4096, dma_queue=4)`` is today's chip (``DEFAULT``). The *active*
-configuration is the one ``capra.isa``'s constants derive from (``isa.SRAM_WORDS``,
-``isa.SRAM_GROUP_WORDS``, ``isa.DMA_QUEUE``, ``isa.EXT_LATENCY``), so the machine model, the DMA
-timeline, the compiler and the timing functions all read it. It is chosen
+``Config()`` is the default chip (``DEFAULT``): a 4 x 4 array, a scratchpad of 4,096 words, a DMA
+queue of four transfers, a one-word external port, and an external memory of 8,192 words that
+answers a read after 4 cycles. The *active* configuration is the one every other part reads: the
+ISA's sizes and timing (``capra.isa`` derives its configured constants from it on each use), the
+machine model, the compiler, the roofline and the replay testbench's defines. It is chosen
 
-  * once at import, from the environment variable ``GA2_CONFIG`` (e.g.
-    ``GA2_CONFIG="ext_latency=8,sram_words=2048"``; unset or empty: the default), so each worker
-    process of a sweep can run its own;
-  * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit).
+  * at import, from the environment: ``GA2_CONFIG`` (e.g. ``GA2_CONFIG="n=8,ext_words=2"``; unset
+    or empty: the default) and ``GA2_EXT``, the external memory size in words, which the book's
+    listings set (``GA2_EXT=8192``); both may be given, but must then agree on ``ext_memory``;
+  * in code, with ``with capra.config.use(cfg): ...`` (the previous one is restored on exit) or
+    ``set_active(cfg)`` for the rest of a worker process.
 
 The RTL takes the chip's values as defines (``Config.rtl_defines()``: ``GA2_SRAM_WORDS_D``,
-``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``); tools/hw.py passes them for the active
-configuration, so a simulator is built (and cached) per chip configuration. ``ext_latency`` is the
-memory's, not the chip's: the replay testbench takes it at run time (``+LATENCY``), so one build
-serves every latency.
+``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``), so a simulator is built (and cached) per chip
+configuration. Two fields belong to the memory, not the chip: ``ext_latency`` (the replay testbench
+takes it at run time, ``+LATENCY``, so one build serves every latency) and ``ext_memory`` (the
+testbench's memory model is built with ``EXTW`` words).
 
-``ext_words`` (1 or 2) is the width of the external interface in words: with 2, the DMA moves two
-consecutive words of a row per beat (define ``GA2_EXT_WORDS_D``). ``n`` (2, 4 or 8) is the systolic
-array's size (define ``GA2_N_D``): the data layout does not change with it (an int8 row is packed
-four to a 32-bit word whatever the array), only how the matmul engine lays a matmul on the array and
-so its cycles (``isa.mm_cycles``).
+``ext_words`` (1 or 2) is the width of the external port in words: with 2, the DMA moves two
+consecutive words of a row per beat. ``n`` (2, 4 or 8) is the systolic array's size: the data layout
+does not change with it (an int8 row is packed four to a 32-bit word whatever the array), only how
+the matmul engine lays a matmul on the array, and so its cycles.
+
+This module imports nothing else of the compiler: the ISA reads the configuration, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address w
 EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
 ARRAY_SIZES = (2, 4, 8)  # systolic array sizes built: a pass spans half a word, one word or two
 DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
+EXT_ADDRESS_WORDS = 1 << 16  # the external address fields are 16 bits: the largest memory GA2 reaches
 ENV = "GA2_CONFIG"
-# The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); ext_latency is the memory's.
+ENV_EXT = "GA2_EXT"
+# The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); the memory's fields are not.
 RTL_DEFINES = {"GA2_SRAM_WORDS_D": "sram_words", "GA2_DMA_QUEUE_D": "dma_queue", "GA2_EXT_WORDS_D": "ext_words",
                "GA2_N_D": "n"}
 
@@ -81,6 +87,7 @@ class Config:
     dma_queue: int = 4  # DMA transfers issued and not yet finished
     n: int = 4  # the systolic array is n x n int8 MACs (2, 4 or 8)
     ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
+    ext_memory: int = 8192  # the external memory, 32-bit words (1 .. 65,536: 16-bit addresses)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -103,6 +110,9 @@ class Config:
                               "the units' address datapaths are built for 11 to 14 address bits)")
         if not 1 <= self.dma_queue <= DMA_QUEUE_MAX:
             raise ConfigError(f"dma_queue={self.dma_queue}: it must be in 1..{DMA_QUEUE_MAX}")
+        if not 1 <= self.ext_memory <= EXT_ADDRESS_WORDS:
+            raise ConfigError(f"ext_memory={self.ext_memory}: it must be in 1..{EXT_ADDRESS_WORDS} words (the "
+                              "16-bit external address fields reach no further)")
 
     @property
     def sram_aw(self) -> int:
@@ -119,15 +129,20 @@ class Config:
 
     def label(self) -> str:
         """The sweep's short name: ``L4 S4096 Q4`` (`` E2`` appended for a two-word interface, `` N8``
-        for an array other than 4 x 4)."""
+        for an array other than 4 x 4, `` X16384`` for another external memory size)."""
         wide = f" E{self.ext_words}" if self.ext_words != DEFAULT.ext_words else ""
         array = f" N{self.n}" if self.n != DEFAULT.n else ""
-        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}"
+        memory = f" X{self.ext_memory}" if self.ext_memory != DEFAULT.ext_memory else ""
+        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}{memory}"
 
     def rtl_defines(self) -> tuple[str, ...]:
         """The chip's defines (rtl/ga2_cfg.vh); none at the default, so today's builds stay cached."""
         return tuple(f"{name}={getattr(self, field)}" for name, field in RTL_DEFINES.items()
                      if getattr(self, field) != getattr(DEFAULT, field))
+
+    def testbench_defines(self) -> tuple[str, ...]:
+        """The replay testbench's defines for this configuration: its memory (EXTW), then the chip's."""
+        return (f"EXTW={self.ext_memory}", *self.rtl_defines())
 
     @classmethod
     def from_defines(cls, defines: Iterable[str]) -> Config:
@@ -157,45 +172,76 @@ class Config:
     @staticmethod
     def parse(text: str) -> Config:
         """``"ext_latency=8,sram_words=2048"`` (any subset of the fields; empty: the default)."""
-        if not isinstance(text, str):
-            raise ConfigError(f"a configuration is text such as 'n=8,ext_words=2', got {text!r}")
-        known = {f.name for f in fields(Config)}
-        values: dict[str, int] = {}
-        for part in (p.strip() for p in text.split(",")):
-            if not part:
-                continue
-            name, eq, value = part.partition("=")
-            name = name.strip()
-            if not eq or name not in known:
-                raise ConfigError(f"{part!r}: expected name=value with a name among {', '.join(sorted(known))}")
-            if name in values:
-                raise ConfigError(f"{name} given twice in {text!r}")
-            try:
-                values[name] = decimal(value.strip())
-            except ValueError:
-                raise ConfigError(f"{name}={_shown(value.strip())}: it must be a decimal integer") from None
-        return Config(**values)
+        return Config(**_parse_fields(text))
+
+
+def _parse_fields(text: str) -> dict[str, int]:
+    """The ``name=value`` pairs of a configuration text, each a known field given once."""
+    if not isinstance(text, str):
+        raise ConfigError(f"a configuration is text such as 'n=8,ext_words=2', got {text!r}")
+    known = {f.name for f in fields(Config)}
+    values: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq or name not in known:
+            raise ConfigError(f"{part!r}: expected name=value with a name among {', '.join(sorted(known))}")
+        if name in values:
+            raise ConfigError(f"{name} given twice in {text!r}")
+        try:
+            values[name] = decimal(value.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={_shown(value.strip())}: it must be a decimal integer") from None
+    return values
 
 
 DEFAULT = Config()
 
 
-def _from_env() -> Config:
-    text = os.environ.get(ENV, "")
+def from_environment(environ: dict[str, str] | None = None) -> Config:
+    """The configuration ``GA2_CONFIG`` and ``GA2_EXT`` describe (both optional). A bad value, or the
+    two disagreeing on the external memory, is a ConfigError naming the variable."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(ENV, "")
     try:
-        return Config.parse(text)
+        values = _parse_fields(text)
     except ConfigError as error:
+        raise ConfigError(f"{ENV}={_shown(text)}: {error}") from None
+    ext = environ.get(ENV_EXT)
+    if ext is not None:
+        try:
+            words = decimal(ext)
+        except ValueError:
+            raise ConfigError(f"{ENV_EXT}={_shown(ext)} is not an integer: the external memory size in words, "
+                              f"1..{EXT_ADDRESS_WORDS}") from None
+        if "ext_memory" in values and values["ext_memory"] != words:
+            raise ConfigError(f"{ENV_EXT}={words} and {ENV}'s ext_memory={values['ext_memory']} disagree: give "
+                              "the external memory size once")
+        values["ext_memory"] = words
+    try:
+        return Config(**values)
+    except ConfigError as error:
+        where = ENV_EXT if ext is not None and "ext_memory=" in str(error) else ENV
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _from_env() -> Config:
+    try:
+        return from_environment()
+    except ConfigError:
         _one_line_on_exit()
-        raise ConfigError(f"{ENV}={text!r}: {error}") from None
+        raise
 
 
 def _one_line_on_exit() -> None:
-    """Make a bad ``GA2_CONFIG`` end a program with one line and exit status 2, like any other bad
-    argument, rather than with a traceback through the imports that read it.
+    """Make a bad ``GA2_CONFIG`` or ``GA2_EXT`` end a program with one line and exit status 2, like any
+    other bad argument, rather than with a traceback through the imports that read it.
 
     It fails at import, before a tool's own error handling runs, so the only place to catch it is
     the interpreter's last resort, ``sys.excepthook``. The hook handles this module's error alone
-    and hands anything else to the hook it replaced; it is installed only when the variable is bad,
+    and hands anything else to the hook it replaced; it is installed only when a variable is bad,
     and not in an interactive session, where exiting would end the session."""
     if hasattr(sys, "ps1") or sys.flags.interactive:
         return
@@ -216,32 +262,25 @@ _active = _from_env()
 
 
 def active() -> Config:
-    """The configuration capra.isa's constants derive from now."""
+    """The configuration in force now: the environment's, or the one ``use`` / ``set_active`` chose."""
     return _active
-
-
-def _apply(cfg: Config) -> None:
-    global _active
-    from . import isa
-
-    _active = cfg
-    isa._configure(cfg)
 
 
 def set_active(cfg: Config) -> None:
     """Make `cfg` the active configuration for the rest of the process (a sweep's worker)."""
+    global _active
     if not isinstance(cfg, Config):
         raise ConfigError(f"{cfg!r} is not a capra.config.Config")
-    _apply(cfg)
+    _active = cfg
 
 
 @contextmanager
 def use(cfg: Config) -> Iterator[Config]:
-    """``with use(cfg):`` the machine model, the compiler and isa's timing follow `cfg`; the previous
+    """``with use(cfg):`` the machine model, the compiler and the ISA's timing follow `cfg`; the previous
     configuration is restored on exit. Not for threads: the active configuration is per process."""
     before = _active
     set_active(cfg)
     try:
         yield cfg
     finally:
-        _apply(before)
+        set_active(before)

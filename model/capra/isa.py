@@ -20,31 +20,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from . import config as _config
 
-# The constants marked "config" derive from the active configuration (capra/config.py: the
-# GA2_CONFIG environment variable, or ``with capra.config.use(cfg)``); the others are fixed.
-_CFG = _config.active()
+# The constants marked "config" (N, SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY, EXT_WORDS,
+# EXT_MEMORY and the matmul engine's MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES) are
+# not stored here: each read of ``isa.N`` works it out from the active configuration (capra/config.py:
+# the environment, or ``with capra.config.use(cfg)``), so they can never disagree with it. The
+# others are fixed.
 
 # --- hardware parameters --------------------------------------------------------------------
-N = _CFG.n  # config: the systolic array is N x N int8 MACs (2, 4 or 8; default 4)
 LANES = 4  # int8 values per 32-bit word
 LINE_WORDS = 4  # the scratchpad's line port: four consecutive words (16 int8 lanes) per cycle
-SRAM_WORDS = _CFG.sram_words  # config: on-chip scratchpad, 32-bit words (default 4096)
 SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits) x LANES lanes (low bits)
-SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS  # a group is a quarter of the address space
 SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t returns its data in cycle t + 2
 IMEM_INSTRS = 1024  # instruction memory, in instructions (4 words each)
 WORDS_PER_INSTR = 4
-MAX_EXTW = 1 << 16  # ext addresses are 16-bit fields
+MAX_EXTW = _config.EXT_ADDRESS_WORDS  # ext addresses are 16-bit fields
 MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduction a matmul can do
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
 # --- timing constants (cycles) -----------------------------------------------------------------
-DMA_QUEUE = _CFG.dma_queue  # config: transfers issued and not yet finished (the queue's depth; default 4)
 DMA_PENDING = _config.DMA_PENDING  # 32 LOAD words requested and not yet answered: latencies up to DMA_PENDING - 1
-EXT_LATENCY = _CFG.ext_latency  # config: external read latency (cycles from request to response; default 4)
-EXT_WORDS = _CFG.ext_words  # config: words a DMA beat moves (consecutive words of one row; default 1)
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 
 # the matmul engine's pipeline (rtl/ga2_mm.v); the N-dependent ones follow the configuration
@@ -63,7 +61,29 @@ def _mm_constants(n: int) -> tuple[int, int, int, int]:
     return 3 + 3 + n - 1, dot_words, LANES * dot_words, -(-n // LINE_WORDS)
 
 
-MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES = _mm_constants(N)
+
+# The configured constants: name -> how it follows from the active configuration.
+_CONFIGURED = {
+    "N": lambda c: c.n,  # the systolic array is N x N int8 MACs (2, 4 or 8; default 4)
+    "SRAM_WORDS": lambda c: c.sram_words,  # on-chip scratchpad, 32-bit words (default 4096)
+    "SRAM_GROUP_WORDS": lambda c: c.sram_words // SRAM_GROUPS,  # a group is a quarter of the address space
+    "DMA_QUEUE": lambda c: c.dma_queue,  # transfers issued and not yet finished (the queue's depth; default 4)
+    "EXT_LATENCY": lambda c: c.ext_latency,  # external read latency (cycles from request to response; default 4)
+    "EXT_WORDS": lambda c: c.ext_words,  # words a DMA beat moves (consecutive words of one row; default 1)
+    "EXT_MEMORY": lambda c: c.ext_memory,  # the external memory, words (default 8192)
+    "MM_READ_TO_RES": lambda c: _mm_constants(c.n)[0],
+    "MM_DOT_WORDS": lambda c: _mm_constants(c.n)[1],
+    "MM_DOT_PERIOD": lambda c: _mm_constants(c.n)[2],
+    "MM_BIAS_LINES": lambda c: _mm_constants(c.n)[3],
+}
+
+
+def __getattr__(name: str):
+    """``isa.N``, ``isa.SRAM_WORDS``, ...: the configured constants, from the active configuration."""
+    derive = _CONFIGURED.get(name)
+    if derive is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return derive(_config.active())
 
 # --- softmax fixed-point scheme ---------------------------------------------------------------
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
@@ -126,17 +146,6 @@ VEC_NAMES = {
 FIELD_MASK16 = 0xFFFF
 
 
-def _configure(cfg: _config.Config) -> None:
-    """Set the constants that derive from the configuration (called by capra.config.use)."""
-    global SRAM_WORDS, SRAM_GROUP_WORDS, DMA_QUEUE, EXT_LATENCY, EXT_WORDS, N
-    global MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES
-    N = cfg.n
-    MM_READ_TO_RES, MM_DOT_WORDS, MM_DOT_PERIOD, MM_BIAS_LINES = _mm_constants(N)
-    SRAM_WORDS = cfg.sram_words
-    SRAM_GROUP_WORDS = SRAM_WORDS // SRAM_GROUPS
-    DMA_QUEUE = cfg.dma_queue
-    EXT_LATENCY = cfg.ext_latency
-    EXT_WORDS = cfg.ext_words
 
 
 @dataclass(frozen=True)
@@ -193,12 +202,28 @@ class Instr:
 
 def dma_beats(rows: int, cols: int) -> int:
     """Beats of a DMA transfer: each moves up to EXT_WORDS consecutive words of one row."""
-    return rows * -(-cols // EXT_WORDS)
+    return rows * -(-cols // _config.active().ext_words)
 
 
 def words_for(n_int8: int) -> int:
     """Words that hold a packed int8 row of n elements."""
     return -(-n_int8 // LANES)
+
+
+def pack_int8_rows(values) -> np.ndarray:
+    """An int8 matrix as its packed words (uint32, row after row): lane 0 of a word in its low byte,
+    lanes past a row's end zero. The one definition of the layout; unpack_int8_rows is its inverse."""
+    values = np.asarray(values, dtype=np.int64)
+    rows, cols = values.shape
+    lanes = np.zeros((rows, words_for(cols) * LANES), dtype=np.int8)
+    lanes[:, :cols] = values
+    return lanes.reshape(-1).view(np.uint32)
+
+
+def unpack_int8_rows(words, rows: int, cols: int) -> np.ndarray:
+    """The rows x cols int8 matrix (as int64) that `words` pack; lanes past a row's end are ignored."""
+    words = np.asarray(words, dtype=np.int64).astype(np.uint32)
+    return words.view(np.int8).reshape(rows, words_for(cols) * LANES)[:, :cols].astype(np.int64)
 
 
 # --- timing: the cycle cost of each instruction, shared by the model and the docs --------------
@@ -226,16 +251,17 @@ def mm_geometry(r: int, flags: int) -> list[MmTile]:
     its bias words) out of the array before the next pass's arrive.
     """
     brows, bias, out8 = bool(flags & MM_BROWS), bool(flags & MM_BIAS), bool(flags & MM_OUT8)
+    n = _config.active().n
     tiles = []
-    for r0 in range(0, r, N):
-        rt = min(N, r - r0)
+    for r0 in range(0, r, n):
+        rt = min(n, r - r0)
         g = 1
         if brows and not bias:
-            while 2 * g * rt <= N and 2 * g * N <= LINE_WORDS * LANES:
+            while 2 * g * rt <= n and 2 * g * n <= LINE_WORDS * LANES:
                 g *= 2
-        cols = g * N if brows else N
+        cols = g * n if brows else n
         w = rt * (max(1, cols // LANES) if out8 else cols)
-        tiles.append(MmTile(rt, g, cols, w, w + N - 1 + (2 if bias else 0)))
+        tiles.append(MmTile(rt, g, cols, w, w + n - 1 + (2 if bias else 0)))
     return tiles
 
 
@@ -249,9 +275,10 @@ def mm_pass_reads(k: int, flags: int) -> int:
     """Cycles of one MM pass: its B reads (BROWS: one line per reduction step; dot form: every array
     row's B row in reads of MM_DOT_WORDS words, one row per cycle, MM_DOT_PERIOD cycles a round) and,
     with BIAS, the line reads of its bias words."""
+    _read_to_res, dot_words, dot_period, bias_lines = _mm_constants(_config.active().n)
     kw = words_for(k)
-    b = k if flags & MM_BROWS else MM_DOT_PERIOD * -(-kw // MM_DOT_WORDS)
-    return b + (MM_BIAS_LINES if flags & MM_BIAS else 0)
+    b = k if flags & MM_BROWS else dot_period * -(-kw // dot_words)
+    return b + (bias_lines if flags & MM_BIAS else 0)
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
@@ -275,13 +302,14 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
         total += reads + (passes - 1) * max(reads, tile.gap)
         gap_before = tile.gap
         last_w = tile.w
-    bias_reads = MM_BIAS_LINES if flags & MM_BIAS else 0
-    return total - bias_reads + MM_READ_TO_RES + MM_WRITE_LAT + last_w - 1
+    read_to_res, _dot_words, _dot_period, bias_lines = _mm_constants(_config.active().n)
+    bias_reads = bias_lines if flags & MM_BIAS else 0
+    return total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
 
 
 def bank_of(addr: int) -> int:
     """The scratchpad bank of a word: its group (high address bits) and lane (low two bits)."""
-    return (addr // SRAM_GROUP_WORDS) * LANES + (addr % LANES)
+    return (addr // (_config.active().sram_words // SRAM_GROUPS)) * LANES + (addr % LANES)
 
 
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)

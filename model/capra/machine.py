@@ -160,16 +160,11 @@ class Machine:
 
     def _int8_rows(self, addr: int, rows: int, n: int) -> np.ndarray:
         """rows packed int8 rows of n elements starting at word addr, as an int64 matrix."""
-        w = isa.words_for(n)
-        words = self.sram[addr : addr + rows * w]
-        return words.view(np.int8).reshape(rows, w * isa.LANES)[:, :n].astype(np.int64)
+        return isa.unpack_int8_rows(self.sram[addr : addr + rows * isa.words_for(n)], rows, n)
 
     def _store_int8_rows(self, addr: int, values: np.ndarray) -> None:
-        rows, n = values.shape
-        w = isa.words_for(n)
-        lanes = np.zeros((rows, w * isa.LANES), dtype=np.int8)
-        lanes[:, :n] = values
-        self.sram[addr : addr + rows * w] = lanes.reshape(-1).view(np.uint32)
+        packed = isa.pack_int8_rows(values)
+        self.sram[addr : addr + len(packed)] = packed
 
     # ---- the DMA engine ------------------------------------------------------------------------
     def _stall_until(self, cycle: int) -> None:
@@ -272,10 +267,8 @@ class Machine:
             if flags & isa.MM_RELU:
                 acc = np.maximum(acc, 0)
             if flags & isa.MM_OUT8:
-                lanes = np.zeros((r, 4 * (end - start)), dtype=np.int64)
-                lanes[:, : len(cols)] = requantize(acc, self.qa, self.qs)
-                packed = lanes.astype(np.int8).reshape(-1).view(np.uint32).reshape(r, end - start)
-                self.sram[written] = packed.reshape(-1)
+                # the window's columns, packed from the window's first lane: its words, row by row
+                self.sram[written] = isa.pack_int8_rows(requantize(acc, self.qa, self.qs))
             else:
                 self.sram[written] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 

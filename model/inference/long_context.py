@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from generate import generate
-from mixed_lm import INDUCTION_HEAD, INDUCTION_LAYER, VOCAB
+
+from .generate import generate
+from .mixed_lm import INDUCTION_HEAD, INDUCTION_LAYER, VOCAB
 
 POSITIONS = ("start", "middle", "end")
 PASSKEY_PATTERN = re.compile(r"\b(\d{5})\b")

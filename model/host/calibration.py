@@ -1,0 +1,59 @@
+"""Calibration: the float decode that every program's int8 scales come from, run once.
+
+``calibrate(m, steps, windows, starts)`` decodes greedily in float64, `steps` tokens from every
+start token with every window, evaluating each step's decode graph (``tiny_lm.decode_graph``) as
+the compiler would, and records
+
+* ``feeds[n]``: the inputs of every step that ran with context n (the book's calibration sets);
+* ``ranges``: every range group's largest magnitude over the whole decode, the scales a batch
+  program uses, so a request's integers in any batch are those of its decode alone.
+
+The Chapter 15 host shares only the ranges of x, k and v between its programs (a key row written
+by one is read back by the next) and scales the rest of the program of context n from
+``feeds[n]`` (the compiler's own calibration), as the book does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import tiny_lm as T
+
+
+@dataclass
+class Calibration:
+    feeds: dict[int, list[dict]] = field(default_factory=dict)
+    ranges: dict[str, float] = field(default_factory=lambda: dict.fromkeys(T.GROUPS, 0.0))
+
+
+def calibrate(m: dict, steps: int, windows: Iterable[int | None] = (None,),
+              starts: Iterable[int] = range(T.V)) -> Calibration:
+    """The float decode of `steps` tokens from every start with every window (module docstring).
+    With window W, step L attends min(L, W) tokens: only contexts 1 .. W occur."""
+    cal = Calibration()
+    graphs: dict[int, object] = {}
+    names = T.slot_names(1, 0)
+    for W in windows:
+        for start in starts:
+            tok, kc, vc = start, [], []
+            for L in range(1, steps + 1):
+                n = L if W is None else min(L, W)
+                feed = {"x": [list(m["E"][tok])]}
+                if n > 1:
+                    feed[names.kc] = [list(r) for r in kc[L - n :]]
+                    feed[names.vc] = [list(r) for r in vc[L - n :]]
+                cal.feeds.setdefault(n, []).append(feed)
+                if n not in graphs:
+                    graphs[n] = T.build_graph(m, n)
+                graph = graphs[n]
+                values = graph.evaluate(feed)
+                for node in graph.nodes.values():
+                    group = node.attrs.get("range_group")
+                    if group is not None:
+                        cal.ranges[group] = max(cal.ranges[group], float(np.max(np.abs(values[node.name]))))
+                kc.append(values[names.k][0].tolist())
+                vc.append(values[names.v][0].tolist())
+                tok = int(values["tok"][0, 0])
+    return cal

@@ -1,0 +1,83 @@
+"""capra: every command of the project, one argparse tree.
+
+    python -m capra_cli <command> [options]      (or `capra <command>` inside .venv)
+    python -m capra_cli <command> --help         what a command does and its options
+
+The book's scripts in tools/ (``python tools/ch15_run.py`` and the others) run these same commands
+under their own names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .common import Parser, run
+
+# command -> (its module in this package, one line for the list). A command's module has a
+# docstring (its --help), ``arguments(parser)`` and ``main(args) -> exit status``; it is imported
+# only when the command runs, so the list itself starts fast.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "sim": ("sim", "Chapter 15: checks, the three decodes, every step replayed on both simulators (make sim)"),
+    "ch12": ("ch12", "Chapter 12: the 32-step decode replayed on both simulators"),
+    "accuracy": ("accuracy", "Chapter 12: the int8 chip against the float model, on random models"),
+    "example-a": ("example_a", "Chapter 15, example A: the page table event by event"),
+    "example-b": ("example_b", "Chapter 15, example B: what paging, sharing and windows buy"),
+    "figures": ("figures", "Chapter 15's figures 15.1-15.7 as PNG files in out/"),
+    "selfcheck": ("selfcheck", "Chapter 15's self-check questions, answered by the code"),
+    "mut": ("mut", "mutation runs: break copies of the code and see the checks notice"),
+    "report": ("report", "cycles of every decode step against the roofline bound"),
+    "serve": ("serve", "many requests on one chip: continuous batching, checked on the RTL"),
+    "soak": ("soak", "random programs through the machine model and both simulators"),
+    "dse": ("dse", "the design-space sweep: every configuration exact on both simulators"),
+    "synth": ("synth", "iCE40 area, Fmax and the block-RAM check of every RTL block"),
+    "bench": ("bench", "simulator speed, machine-model time and kernel efficiencies"),
+    "gather": ("gather", "the host's gather through the block table against a plain copy"),
+    "visibility": ("visibility", "how much of what programs compute a replay would see wrong"),
+    "waves": ("waves", "a VCD waveform of one decode step"),
+    "passkey": ("passkey", "passkey retrieval of the mixed windowed/global model"),
+    "kv-bench": ("kv_bench", "the mixed cache's memory against a full cache, derived and measured"),
+    "exp-lut": ("exp_lut", "write or check rtl/exp_lut.v from the model's exponent table"),
+}
+
+
+def _module(name: str):
+    return importlib.import_module(f"capra_cli.{COMMANDS[name][0]}")
+
+
+def command_parser(name: str, prog: str | None = None) -> Parser:
+    """The parser of one command, its --help the command module's docstring."""
+    module = _module(name)
+    ap = Parser(prog=prog or f"capra {name}", description=module.__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.arguments(ap)
+    return ap
+
+
+def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
+    """Parse `argv` for command `name` and run it (``common.run``: exit statuses, Ctrl-C)."""
+
+    def go() -> int:
+        args = command_parser(name, prog).parse_args(list(argv))
+        return _module(name).main(args)
+
+    return run(go)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = Parser(prog="capra", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                 epilog="commands:\n" + "\n".join(f"  {n:<11} {s}" for n, (_m, s) in COMMANDS.items()))
+    top.add_argument("command", choices=list(COMMANDS), metavar="command", help="one of the commands below")
+    top.add_argument("options", nargs=argparse.REMAINDER, help="the command's own options (see capra <command> -h)")
+    if not argv or argv[0] in ("-h", "--help"):
+        top.print_help()
+        return 0 if argv else 2
+    args = top.parse_args(argv[:1])
+    return run_command(args.command, argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

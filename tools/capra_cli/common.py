@@ -1,0 +1,202 @@
+"""What every command shares, so that no command can pass what should fail.
+
+Exit status, the same for every command:
+
+    0    every check ran and passed (and at least one ran)
+    1    a check or a replay failed, or nothing was checked
+    2    a user mistake: a bad argument, a bad environment variable, a size past a limit of the
+         chip or the model, an input file that is missing or not what it should be, a simulator
+         that is not installed; one line on stderr naming what is wrong, nothing written
+    130  interrupted (Ctrl-C or SIGTERM); every child process has been killed
+
+Arguments (``Parser``, ``int_range``, ``in_range``, ``at_least``): a mistake is one line naming the
+argument. Verdicts (``finish``): a command's exit status comes from its list of problems and its
+count of checks, printed as the final ``VERDICT:`` line. Running (``run``): the errors the library
+raises for a user's mistake become one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from capra.config import ConfigError
+from replay.runs import UserError, allow_children, kill_children, note, program_name
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class ToolError(UserError):
+    """A problem the user fixes outside the command's arguments: one line, exit status 2."""
+
+
+# ---- arguments -----------------------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose error is one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        hint = "" if "(see " in message else " (see --help)"
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}{hint}\n")
+
+    def refuse(self, argument: str, message: str):
+        """A value that parsed but is past a limit found after parsing (a size the chip cannot hold)."""
+        self.error(f"argument {argument}: {message}")
+
+    def distinct(self, argument: str, values: Sequence[object] | None) -> None:
+        """Refuse a list option that names a value twice: it would be run and counted twice."""
+        seen: set[object] = set()
+        for value in values or ():
+            if value in seen:
+                self.refuse(argument, f"{value} is given twice")
+            seen.add(value)
+
+
+def one_line(message: str) -> str:
+    """The message with its line breaks shown as \\n: an argument may hold a newline, and an error
+    is one line, so nothing after it can pass for a line of its own (a forged VERDICT, say)."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _show(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def in_range(kind: Callable[[str], float], lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` (int or float) in lo .. hi (NaN and infinities refused)."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{_show(value)} is outside {_show(lo)}..{_show(hi)}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"
+    return parse
+
+
+def int_range(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in lo .. hi."""
+    return in_range(int, lo, hi)  # type: ignore[return-value]
+
+
+def at_least(lo: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo, for a size whose upper limit the command derives after
+    parsing (from the chip or the model) and names in its own message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"{value} is less than {lo}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(main: Callable[..., int], *args: object) -> int:
+    """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
+    names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
+    line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130."""
+    previous = None
+    allow_children()
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C
+    try:
+        return main(*args)
+    except (UserError, ConfigError) as error:
+        print(f"{program_name()}: error: {one_line(str(error))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        kill_children()
+        print(f"{program_name()}: interrupted; every process it started has been stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Progress:
+    """Progress of a long loop on stderr: a line at most every `every` seconds, none at all for a
+    loop that ends sooner, so a long run shows it is alive and a short one prints nothing extra."""
+
+    def __init__(self, what: str, total: int, every: float = 3.0) -> None:
+        self.what, self.total, self.every = what, total, every
+        self.start = self.last = time.monotonic()
+        self.done = 0
+
+    def step(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self.last >= self.every and self.done < self.total:
+            self.last = now
+            note(f"{self.what}: {self.done} of {self.total} ({now - self.start:.0f} s)")
+
+
+def finish(problems: Iterable[str], checks: int, passed: str = "", *, itemize: bool = False,
+           brackets: bool = False) -> int:
+    """Print the final verdict line and return the exit status: 0 only when `checks` > 0 checks
+    ran and no problem was found, else 1 (a run that checked nothing has not passed).
+
+    ``VERDICT: PASS: <passed>`` (``VERDICT: PASS (<passed>)`` with `brackets`), or
+    ``VERDICT: FAIL: <problem>; <problem>`` (with `itemize`: ``VERDICT: FAIL`` and one
+    ``  - <problem>`` line each)."""
+    problems = list(problems)
+    if checks <= 0:
+        problems.append("nothing was checked")
+    if problems:
+        if itemize:
+            print("VERDICT: FAIL")
+            for p in problems:
+                print("  -", p)
+        else:
+            print("VERDICT: FAIL: " + "; ".join(problems))
+        return EXIT_FAIL
+    detail = (f" ({passed})" if brackets else f": {passed}") if passed else ""
+    print(f"VERDICT: PASS{detail}")
+    return EXIT_PASS
+
+
+def require_decode(steps: int, what: str) -> None:
+    """ToolError (one line, exit 2) when the structured model's decode of `steps` tokens does not
+    compile on the active configuration (an external memory too small, say): refused before any
+    work instead of failing halfway with the compiler's traceback."""
+    import tiny_lm
+    from host.limits import compile_error
+
+    error = compile_error(tiny_lm.make_model("structured"), steps)
+    if error is not None:
+        raise ToolError(f"{what}: the {steps}-step decode does not compile: {error}")
+
+
+def check_context(ap: Parser, argument: str, context: int, model: dict) -> None:
+    """Refuse (one line, exit 2) a decode that needs a context past the largest the chip can run."""
+    from host.limits import largest_context
+
+    limit = largest_context(model)
+    if limit.largest == 0:
+        raise ToolError(f"not even a one-token decode fits GA2: {limit.reason}")
+    if context > limit.largest:
+        ap.refuse(argument, f"{context} is past {limit.describe()}")
