@@ -1,22 +1,23 @@
-# Capra: make sim (the Chapter 15 run on both simulators), make test (the whole suite),
-# make synth (iCE40 area, Fmax and memory check of every RTL block; make synth-check: the memory check only).
-# Every target creates the virtual environment it needs from pyproject.toml.
+# Capra. make sim: the Chapter 15 run on both simulators. make test: the test suite (CI runs it).
+# Every target creates the virtual environment it needs (.venv) and installs the project into it
+# (editable: the code in model/ and tools/ is what runs).
 
 PYTHON3 ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+JOBS    ?= 2
+PYTEST  := $(PY) -m pytest -n $(JOBS)
 
-.PHONY: sim test lint mut mut-all examples figures selfcheck bench soak waves ch12 report serve dse tools synth-tools synth synth-check clean
+.PHONY: sim test test-fast test-full lint mut mut-all mut-tiers examples figures selfcheck bench soak waves ch12 \
+        report serve dse tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python 3.11 or newer is needed (found $$($(PYTHON3) --version))"; exit 1; }
 	$(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-	  > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt
+	$(PY) -m pip install -q -e .
 	@touch $@
 
 # One line saying what to install when a simulator is missing.
@@ -24,28 +25,36 @@ tools:
 	@command -v iverilog >/dev/null 2>&1 || { echo "Icarus Verilog is missing: apt-get install iverilog"; exit 1; }
 	@command -v verilator >/dev/null 2>&1 || { echo "Verilator is missing: apt-get install verilator"; exit 1; }
 
-# The same for the synthesis tools (tools/synth.py needs only the Python standard library).
+# The same for the synthesis tools.
 SYNTH_INSTALL := apt-get install yosys nextpnr-ice40 fpga-icestorm
 synth-tools:
 	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
 	@command -v nextpnr-ice40 >/dev/null 2>&1 || { echo "nextpnr-ice40 is missing: $(SYNTH_INSTALL)"; exit 1; }
 
-# Options for tools/synth.py, e.g. make synth SYNTH_ARGS="--no-cache divu requant"
+# Options for the synthesis, e.g. make synth SYNTH_ARGS="--no-cache divu requant"
 SYNTH_ARGS ?=
 
-synth: synth-tools
-	$(PYTHON3) tools/synth.py $(SYNTH_ARGS)
+synth: $(STAMP) synth-tools
+	$(PY) tools/synth.py $(SYNTH_ARGS)
 
-synth-check:
+synth-check: $(STAMP)
 	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
-	$(PYTHON3) tools/synth.py --check-memories $(SYNTH_ARGS)
+	$(PY) tools/synth.py --check-memories $(SYNTH_ARGS)
 
 sim: $(STAMP) tools
 	$(PY) tools/ch15_run.py
 
-# A missing simulator fails the simulator tests here (tests/conftest.py); a plain pytest skips them.
+# The test tiers (tests/conftest.py): no simulator (under a minute); the suite CI runs (every
+# replay and bench, a few minutes); everything, slow runs included. A missing simulator fails the
+# simulator tests under make test and test-full; a plain pytest skips them.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not sim and not slow"
+
 test: $(STAMP) tools
-	CAPRA_REQUIRE_SIMULATORS=1 $(PY) -m pytest
+	CAPRA_REQUIRE_SIMULATORS=1 $(PYTEST) -m "not slow"
+
+test-full: $(STAMP) tools
+	CAPRA_REQUIRE_SIMULATORS=1 $(PYTEST)
 
 lint: $(STAMP)
 	verilator --lint-only -Wall --default-language 1364-2005 -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
@@ -59,6 +68,11 @@ mut: $(STAMP) tools
 
 mut-all: $(STAMP) tools
 	$(PY) tools/mut_ch15.py --all
+
+# Which mutants each test tier catches (hours: every mutant against a whole tier).
+mut-tiers: $(STAMP) tools
+	$(PY) -m capra_cli mut --all --tier fast
+	$(PY) -m capra_cli mut --all --tier test
 
 examples: $(STAMP)
 	$(PY) tools/ch15_example_a.py
@@ -77,22 +91,24 @@ report: $(STAMP)
 	$(PY) tools/decode_report.py
 
 # Continuous batching over the paged pool: B_max = 1, 2, 4, 8; one run replayed on both simulators.
+# Options: make serve SERVE_ARGS="--pages 16"
+SERVE_ARGS ?=
 serve: $(STAMP) tools
-	$(PY) tools/serve_run.py
+	$(PY) tools/serve_run.py $(SERVE_ARGS)
 
-# The design-space sweep (tools/dse.py, docs/design_space.md): 48 configurations, each replayed
-# exactly on both simulators, in parallel on both cores; cached in out/dse/. Then the whole ga2 is
-# synthesized by Yosys once per RTL configuration (16, minutes each, one at a time; cached in
-# out/synth/cache/); without Yosys the area column is the analytic block-RAM count (said so).
+# The design-space sweep (docs/design_space.md): 48 configurations, each replayed exactly on both
+# simulators, then the whole ga2 synthesized by Yosys once per RTL configuration (hours; cached in
+# out/dse/ and out/synth/cache/, so a rerun resumes). Options: make dse DSE_ARGS="--no-area"
+DSE_ARGS ?=
 dse: $(STAMP) tools
-	$(PY) tools/dse.py
+	$(PY) tools/dse.py $(DSE_ARGS)
 
 bench: $(STAMP) tools
 	$(PY) tools/bench.py
 	$(PY) tools/gather_bench.py
 
-# N random programs through the machine model and both simulators, on both cores; resumable
-# (out/soak/state.json): make soak N=10000
+# N random programs through the machine model and both simulators, on both cores; resumable:
+# make soak N=10000
 N ?= 1000
 soak: $(STAMP) tools
 	$(PY) tools/soak.py -n $(N)
@@ -101,4 +117,5 @@ waves: $(STAMP) tools
 	$(PY) tools/waves.py
 
 clean:
-	rm -rf out/sim out/cocotb out/tests out/synth out/soak out/*.hex out/*.json out/*.png out/*.vcd .pytest_cache .ruff_cache .hypothesis
+	rm -rf out/sim out/runs out/cocotb out/tests out/synth out/soak out/dse out/*.hex out/*.json out/*.png \
+	  out/*.vcd .pytest_cache .ruff_cache .hypothesis

@@ -1,17 +1,28 @@
-"""Shared pytest setup: the model/ and tools/ folders on the path, and simulator availability.
+"""Shared pytest setup: the test tiers, simulator availability, one BLAS thread.
 
-A test marked ``needs_icarus`` / ``needs_verilator`` is skipped when the simulator is not installed,
-unless CAPRA_REQUIRE_SIMULATORS=1 (``make test`` sets it): then it fails, naming the missing tool,
-so a machine without a simulator can never report the RTL replays as passed.
+Tiers (the Makefile's targets select them by marker):
+    make test-fast   -m "not sim and not slow"   no simulator is built or run (under a minute)
+    make test        -m "not slow"               and every RTL replay and cocotb bench (minutes)
+    make test-full   everything                  and the slow ones: long runs, every configuration
+
+A test that runs a simulator is marked ``needs_icarus`` / ``needs_verilator`` (and so ``sim``); it
+is skipped when the simulator is not installed, unless CAPRA_REQUIRE_SIMULATORS=1 (``make test``
+sets it): then it fails, naming the missing tool, so a machine without a simulator can never
+report the RTL replays as passed. Simulator builds are cached and locked (replay/simulators.py),
+so test workers that need the same build wait for one of them to make it.
 """
 
 import os
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from replay.simulators import INSTALL_HINT
+from threadpoolctl import threadpool_limits
+
+# The tests multiply tiny matrices: one BLAS thread is faster, and two test workers on two cores
+# must not each start a thread per core.
+_ONE_THREAD = threadpool_limits(limits=1)
 
 # Property tests draw the same examples on every run (CI must not be flaky); explore new ones with
 #   pytest --hypothesis-profile=explore
@@ -20,17 +31,19 @@ settings.register_profile("default", derandomize=True, print_blob=True, deadline
 settings.register_profile("explore", derandomize=False, max_examples=500)
 settings.load_profile("default")
 
-ROOT = Path(__file__).resolve().parents[1]
-for sub in ("model", "tools"):
-    if str(ROOT / sub) not in sys.path:
-        sys.path.insert(0, str(ROOT / sub))
-
-
 REQUIRE_SIMULATORS = "CAPRA_REQUIRE_SIMULATORS"
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_tool(name): the test runs an external tool (a simulator)")
+    config.addinivalue_line("markers", "sim: the test builds or runs a simulator (not in make test-fast)")
+    config.addinivalue_line("markers", "slow: the test takes long; only make test-full runs it")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(True for _ in item.iter_markers("needs_tool")):
+            item.add_marker(pytest.mark.sim)
 
 
 def _missing(item) -> list[str]:
@@ -38,9 +51,7 @@ def _missing(item) -> list[str]:
 
 
 def _hint(tool: str) -> str:
-    import hw
-
-    return hw.INSTALL_HINT.get(tool, f"{tool} is not installed")
+    return INSTALL_HINT.get(tool, f"{tool} is not installed")
 
 
 def pytest_runtest_setup(item):
@@ -56,9 +67,10 @@ def pytest_runtest_call(item):
                     pytrace=False)
 
 
-def _need(tool: str):
-    return pytest.mark.needs_tool(tool)
+needs_icarus = pytest.mark.needs_tool("iverilog")
+needs_verilator = pytest.mark.needs_tool("verilator")
 
 
-needs_icarus = _need("iverilog")
-needs_verilator = _need("verilator")
+def needs_simulators(test):
+    """Both simulators: for a test that replays in Icarus and Verilator."""
+    return needs_icarus(needs_verilator(test))

@@ -20,7 +20,7 @@ import numpy as np
 from . import asm, isa
 from .machine import Machine, ProgramError
 
-EXTW = 1024  # external memory of the random programs
+SPAN = 1024  # external words a random program uses: data below DATA_WORDS, results above
 DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
 
 
@@ -108,7 +108,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     computes only zeros, say with a multiplier of 0, would show few errors)."""
     rng = random.Random(seed)
     ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
-    mach = Machine.with_ext(ext, EXTW, ext_latency=ext_latency)
+    mach = Machine.with_ext(ext, SPAN, ext_latency=ext_latency)
     code: list[int] = []
 
     def accept(words: list[int]) -> bool:
@@ -134,7 +134,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
         """Each STORE after the one before (from the start of the space above the data again when
         it is full), so later STOREs do not overwrite the results the earlier ones keep."""
         nonlocal results
-        if results + span > EXTW:
+        if results + span > SPAN:
             results = DATA_WORDS + rng.randrange(16)
         at, results = results, results + span + rng.randint(0, 3)
         return at

@@ -5,8 +5,9 @@ groups, which carry the calibration's steps, windows and start tokens, and the c
 sets for a group without a range), the chip configuration (its array, scratchpad and memory) and
 the graph's shape (the contexts of the batch). ``ProgramCache`` keys every program by exactly
 those, so a host that asks again, or another host with the same model and calibration, gets the
-same program without compiling, and a program compiled for one chip is never handed to another. A batch the chip cannot hold is remembered as refused, with the
-compiler's reason, so asking whether it fits costs one compile.
+same program without compiling, and a program compiled for one chip is never handed to another.
+A batch the chip cannot hold is remembered as refused, with the compiler's reason, so asking
+whether it fits costs one compile.
 
 ``PROGRAMS`` is the process's cache, shared by every host unless one is given its own.
 """

@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .common import Parser, run
+from .common import BadArgument, Parser, run
 
 # command -> (its module in this package, one line for the list). A command's module has a
 # docstring (its --help), ``arguments(parser)`` and ``main(args) -> exit status``; it is imported
@@ -60,8 +60,13 @@ def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
     """Parse `argv` for command `name` and run it (``common.run``: exit statuses, Ctrl-C)."""
 
     def go() -> int:
-        args = command_parser(name, prog).parse_args(list(argv))
-        return _module(name).main(args)
+        ap = command_parser(name, prog)
+        args = ap.parse_args(list(argv))
+        try:
+            return _module(name).main(args)
+        except BadArgument as error:
+            ap.error(str(error))
+
 
     return run(go)
 

@@ -35,6 +35,14 @@ class ToolError(UserError):
     """A problem the user fixes outside the command's arguments: one line, exit status 2."""
 
 
+class BadArgument(Exception):
+    """An argument that parsed but is past a limit found only afterwards (a size the chip cannot
+    hold): the command's parser reports it as its own error, one line naming the argument, exit 2."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"argument {argument}: {message}")
+
+
 # ---- arguments -----------------------------------------------------------------------------------
 
 
@@ -45,17 +53,15 @@ class Parser(argparse.ArgumentParser):
         hint = "" if "(see " in message else " (see --help)"
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}{hint}\n")
 
-    def refuse(self, argument: str, message: str):
-        """A value that parsed but is past a limit found after parsing (a size the chip cannot hold)."""
-        self.error(f"argument {argument}: {message}")
 
-    def distinct(self, argument: str, values: Sequence[object] | None) -> None:
-        """Refuse a list option that names a value twice: it would be run and counted twice."""
-        seen: set[object] = set()
-        for value in values or ():
-            if value in seen:
-                self.refuse(argument, f"{value} is given twice")
-            seen.add(value)
+
+def distinct(argument: str, values: Sequence[object] | None) -> None:
+    """Refuse a list option that names a value twice: it would be run and counted twice."""
+    seen: set[object] = set()
+    for value in values or ():
+        if value in seen:
+            raise BadArgument(argument, f"{value} is given twice")
+        seen.add(value)
 
 
 def one_line(message: str) -> str:
@@ -191,12 +197,13 @@ def require_decode(steps: int, what: str) -> None:
         raise ToolError(f"{what}: the {steps}-step decode does not compile: {error}")
 
 
-def check_context(ap: Parser, argument: str, context: int, model: dict) -> None:
-    """Refuse (one line, exit 2) a decode that needs a context past the largest the chip can run."""
+def check_context(argument: str, context: int, model: dict) -> None:
+    """Refuse (BadArgument: one line, exit 2) a decode that needs a context past the largest the
+    chip can run (found by compiling: host/limits.py)."""
     from host.limits import largest_context
 
     limit = largest_context(model)
     if limit.largest == 0:
         raise ToolError(f"not even a one-token decode fits GA2: {limit.reason}")
     if context > limit.largest:
-        ap.refuse(argument, f"{context} is past {limit.describe()}")
+        raise BadArgument(argument, f"{context} is past {limit.describe()}")

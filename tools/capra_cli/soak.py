@@ -1,0 +1,271 @@
+"""Soak: many random programs through the machine model and both simulators, bit for bit.
+
+    python tools/soak.py -n 10000          (make soak N=10000; also ``capra soak``)
+
+Program i of a run is random_program(seed) (model/capra/randprog.py: every instruction form,
+matmuls of 1..9 rows with and without BROWS, BIAS, RELU, column windows, every VEC and SMAX form,
+DMA overlap) for a seed derived from --seed and i. Programs go in batches of --batch, each batch
+at one external memory latency (0, 1, 16 cycles and the configuration's own, 4 at the default, in
+turn). A batch is one image (model/replay/image.py, expectations from the machine model) replayed
+once in Icarus and once in Verilator, in a folder of its own; the testbench compares the external
+memory, the scratchpad words each program wrote and the five counters, and prints every
+program's counters, which must also equal the model's. --jobs batches run at once (default 2:
+this machine's cores).
+
+A program the testbench stops at (FAIL or MISMATCH) is counted as a mismatch, its image kept
+under out/soak/, and the rest of its batch is replayed after it, so every program is checked.
+
+The chip and the model follow the active configuration (GA2_CONFIG, docs/design_space.md), e.g.
+GA2_CONFIG="ext_words=2" python tools/soak.py -n 2000.
+
+Progress is one line per batch. The run is resumable: out/soak/state-<key>.json (one per seed,
+batch size and configuration; written to a temporary file, then renamed) records the finished
+batches and the sources they checked; the same command again continues where it stopped, a
+larger -n extends a finished run, --fresh starts over, and a change to the RTL, the testbench or
+the machine model starts over by itself (the earlier batches checked other code).
+
+The last line: "soak: <programs> programs, <mismatches> mismatches, <rate> programs per second"
+(totals over the run, resumed parts included). Exit status 0 when every program matched, 1 when
+one did not or when nothing was checked, 2 for a bad argument or a state file of other settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import replay
+from capra import config
+from capra.randprog import SPAN, random_program
+from replay import image, runs
+from replay.simulators import GA2_FILES, GA2_TOP, SIMULATORS
+from replay.verdict import failed_program, parse_counters, verdict_line
+
+from .common import BadArgument, Parser, ToolError, int_range
+
+SOAK_DIR = runs.OUT / "soak"
+SEED_STRIDE = 1_000_000_000  # program i of --seed s is random_program(s * SEED_STRIDE + i + SEED_BASE)
+SEED_BASE = 10_000_000  # above every seed the tests use
+SIM_TIMEOUT = 900  # seconds for one simulator run of a batch
+SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "model/capra/*.py", "model/replay/*.py")
+
+
+def latencies() -> tuple[int, ...]:
+    """The external read latencies the batches rotate through: 0, 1 and 16 cycles, and the active
+    configuration's own (4 at the default)."""
+    return tuple(sorted({0, 1, config.active().ext_latency, 16}))
+
+
+def sources_hash() -> str:
+    """A digest of everything a soak's verdict depends on: the RTL, the testbench, the machine model
+    and the image format. A state saved under other sources checked other code: it does not count."""
+    h = hashlib.sha256()
+    for pattern in SOURCES:
+        for path in sorted(runs.ROOT.glob(pattern)):
+            h.update(str(path.relative_to(runs.ROOT)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def defines() -> tuple[str, ...]:
+    """The testbench's defines for the active configuration (the latency is a plusarg: one build
+    serves every batch)."""
+    return replay.testbench_defines(0)
+
+
+@dataclass
+class Batch:
+    index: int
+    first: int  # the run's index of its first program
+    count: int
+    latency: int
+    seed: int
+
+    def seeds(self) -> list[int]:
+        return [self.seed * SEED_STRIDE + SEED_BASE + self.first + i for i in range(self.count)]
+
+
+@dataclass
+class Outcome:
+    batch: int
+    programs: int
+    mismatches: list[dict] = field(default_factory=list)
+
+
+def batches(n: int, size: int, seed: int) -> list[Batch]:
+    rotation = latencies()
+    return [Batch(b, first, min(size, n - first), rotation[b % len(rotation)], seed)
+            for b, first in enumerate(range(0, n, size))]
+
+
+def _replay(sim, records: list[image.Record], path: Path, latency: int,
+            first: int) -> tuple[int | None, str, dict[int, list[int]]]:
+    """Replay records[first:]. Returns the index of the program the testbench stopped at (-1: it
+    passed them all; None: it named none, so the rest of the batch is unchecked), its verdict line
+    and the counters it printed, by index in records."""
+    image.write_image(records[first:], path)
+    try:
+        _rc, out = sim.run(GA2_FILES, GA2_TOP, defines=defines(), timeout=SIM_TIMEOUT,
+                           plusargs=(f"+PROG={path}", f"+LATENCY={latency}"))
+    except Exception as error:  # a build or a run that breaks (or hangs) fails the check, and says why
+        return None, f"FAIL: {sim.name} could not run: {str(error).strip().splitlines()[0][:200]}", {}
+    line = verdict_line(out)
+    got = {first + i: c for i, c in parse_counters(out).items()}
+    if line.startswith("PASS"):
+        return -1, line, got
+    stopped = failed_program(line)
+    return (first + stopped if stopped is not None else None), line, got
+
+
+def run_batch(batch: Batch) -> Outcome:
+    """Generate, model and replay one batch in both simulators (runs in a worker process)."""
+    seeds = batch.seeds()
+    records = [image.record(*random_program(s, ext_latency=batch.latency), ext_latency=batch.latency)
+               for s in seeds]
+    bad: dict[int, dict] = {}
+    with runs.run_folder(f"soak-batch{batch.index}") as run:
+        for sim in SIMULATORS:
+            first = 0
+            while first < len(records):
+                stop, line, got = _replay(sim, records, run / "batch.hex", batch.latency, first)
+                for i, c in got.items():
+                    if c != records[i].counters and i not in bad:
+                        bad[i] = {"seed": seeds[i], "simulator": sim.name,
+                                  "why": f"counters {c}, the model says {records[i].counters}"}
+                if stop is None:  # nothing after `first` was checked in this simulator
+                    for i in range(first, len(records)):
+                        bad.setdefault(i, {"seed": seeds[i], "simulator": sim.name, "why": line})
+                    break
+                if stop < 0:
+                    break
+                if stop not in bad:
+                    bad[stop] = {"seed": seeds[stop], "simulator": sim.name, "why": line}
+                image.write_image([records[stop]], SOAK_DIR / f"seed{seeds[stop]}_latency{batch.latency}.hex")
+                first = stop + 1
+    mismatches = [{"program": batch.first + i, "latency": batch.latency, **bad[i]} for i in sorted(bad)]
+    return Outcome(batch.index, batch.count, mismatches)
+
+
+# ---- state ---------------------------------------------------------------------------------------
+
+
+def state_path(seed: int, size: int) -> Path:
+    """Where the run of these settings on the active configuration keeps its state: a file per
+    seed, batch size and configuration, so two configurations can soak at once."""
+    key = hashlib.sha256(f"{seed}|{size}|{config.active().key()}".encode()).hexdigest()[:12]
+    return SOAK_DIR / f"state-{key}.json"
+
+
+def load_state(seed: int, size: int, fresh: bool) -> dict:
+    """The finished batches of an earlier run with the same --seed, --batch, configuration and
+    sources (none with fresh, or when the sources changed since: that run checked other code)."""
+    chip, sources = config.active().key(), sources_hash()
+    empty = {"seed": seed, "batch": size, "config": chip, "sources": sources, "done": {}, "seconds": 0.0}
+    path = state_path(seed, size)
+    if fresh or not path.exists():
+        return empty
+    try:
+        state = json.loads(path.read_text())
+        state["done"], state["seconds"] = dict(state["done"]), float(state["seconds"])
+        if not _well_formed(state) or state["seed"] != seed or state["batch"] != size or state["config"] != chip:
+            raise ValueError("not this run's state")
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        raise ToolError(f"{path} is not a soak state of these settings; remove it or run with --fresh") from None
+    if state.get("sources") != sources:
+        print(f"the RTL, testbench or machine model changed since {path.name} was saved: starting over", flush=True)
+        return empty
+    return state
+
+
+def _well_formed(state: dict) -> bool:
+    """Every field the run reads is there with its type: batch numbers, a count of programs and a
+    list of mismatches per finished batch, and a finite, non-negative number of seconds."""
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    done_ok = all(key.isdigit() and isinstance(d, dict) and count(d.get("programs"))
+                  and isinstance(d.get("mismatches"), list) for key, d in state["done"].items())
+    return (done_ok and count(state["seed"]) and count(state["batch"]) and isinstance(state["config"], str)
+            and math.isfinite(state["seconds"]) and state["seconds"] >= 0)
+
+
+def save_state(state: dict) -> None:
+    """Write the state next to its place, then rename it there: never half a file."""
+    runs.write_json(state_path(state["seed"], state["batch"]), state)
+
+
+def totals(state: dict, plan: list[Batch]) -> tuple[int, int]:
+    """Programs checked and mismatches, over the planned batches the state has finished."""
+    done = [state["done"][str(b.index)] for b in plan if str(b.index) in state["done"]]
+    return sum(d["programs"] for d in done), sum(len(d["mismatches"]) for d in done)
+
+
+def _outcomes(todo: list[Batch], jobs: int):
+    """(batch, outcome) as batches finish: in worker processes, or here one by one with jobs = 1."""
+    if jobs == 1:
+        for b in todo:
+            yield b, run_batch(b)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_batch, b): b for b in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def arguments(ap: Parser) -> None:
+    ap.add_argument("-n", "--programs", type=int_range(1, 10_000_000), default=1000,
+                    help="random programs to check, 1..10000000 (default 1000)")
+    ap.add_argument("--seed", type=int_range(0, 1_000_000), default=0,
+                    help="which programs: run s checks programs no other s shares, 0..1000000 (default 0)")
+    ap.add_argument("--batch", type=int_range(1, 5000), default=250,
+                    help="programs per simulator run, 1..5000 (default 250)")
+    ap.add_argument("-j", "--jobs", type=int_range(1, 64), default=2,
+                    help="batches at once, 1..64 (default 2, the machine's cores)")
+    ap.add_argument("--fresh", action="store_true", help="forget the saved state of this run and start over")
+
+
+def main(args) -> int:
+    if config.active().ext_memory < SPAN:
+        raise BadArgument("GA2_EXT", f"random programs use {SPAN} words of external memory, the configuration "
+                          f"has {config.active().ext_memory}")
+    state = load_state(args.seed, args.batch, args.fresh)
+    replay.require()
+    plan = batches(args.programs, args.batch, args.seed)
+    if config.active() != config.DEFAULT:
+        print(f"configuration: {config.active().label()} (GA2_CONFIG; the chip is built for it)", flush=True)
+    todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
+    checked, bad = totals(state, plan)
+    if checked:
+        print(f"resuming: {checked} of {args.programs} programs already checked, {bad} mismatches", flush=True)
+    for sim in SIMULATORS:  # build once, before the workers share the builds
+        try:
+            sim.build(GA2_FILES, GA2_TOP, defines())
+        except (RuntimeError, OSError) as error:
+            print(f"soak: cannot build the {sim.name} testbench: {str(error).strip().splitlines()[0][:300]}")
+            todo = []
+    start = time.perf_counter()
+    base_seconds = state["seconds"]
+    for b, outcome in _outcomes(todo, args.jobs):
+        state["done"][str(b.index)] = {"programs": outcome.programs, "latency": b.latency,
+                                       "mismatches": outcome.mismatches}
+        state["seconds"] = base_seconds + time.perf_counter() - start
+        save_state(state)
+        checked, bad = totals(state, plan)
+        rate = checked / state["seconds"] if state["seconds"] else 0.0
+        print(f"  batch {b.index + 1:4d}/{len(plan)} (latency {b.latency:2d}): {outcome.programs} programs, "
+              f"{len(outcome.mismatches)} mismatches; {checked}/{args.programs} checked, {bad} mismatches, "
+              f"{rate:.1f} programs/s", flush=True)
+        for m in outcome.mismatches:
+            print(f"    MISMATCH program {m['program']} (seed {m['seed']}, latency {m['latency']}, "
+                  f"{m['simulator']}): {m['why']}", flush=True)
+    checked, bad = totals(state, plan)
+    rate = checked / state["seconds"] if state["seconds"] else 0.0
+    print(f"soak: {checked} programs, {bad} mismatches, {rate:.1f} programs per second")
+    return 0 if checked == args.programs and bad == 0 else 1
+
+
