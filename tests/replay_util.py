@@ -1,52 +1,66 @@
-"""Helpers for the RTL replay tests: write an image, run a simulator, parse its verdict and counters."""
+"""Helpers for the tests of the replay testbench: run a simulator on an image file as it is (which
+may be broken on purpose), read its one verdict line, and find or reseal the parts of an image.
+
+The section and CRC helpers are written here from docs/replay.md, not taken from replay.image, so
+a test that edits an image does not lean on the code it is testing.
+"""
 
 from __future__ import annotations
 
 import zlib
 from pathlib import Path
 
-import ga2_progs
-import hw
+import replay
+from replay import image
+from replay.simulators import BY_NAME, GA2_FILES, GA2_TOP
+from replay.verdict import one_verdict, parse_counters
 
-SIMULATORS = {"icarus": hw.sim_icarus, "verilator": hw.sim_verilator}
 TIMEOUT = 120  # seconds: a testbench that hangs on a bad image fails its test instead of hanging the suite
+IMG_HEADER, REC_HEADER, N_COUNTERS = 4, 7, 5
+
+
+def run_file(sim: str, path, extra_defines=(), timeout: float = TIMEOUT, latency: int | None = None,
+             cwd=None) -> tuple[int, str]:
+    """Run the testbench of the active configuration on an image file; (exit status, output)."""
+    defines = replay.testbench_defines(0, None, *extra_defines)
+    plusargs = ((f"+PROG={path}",) if path is not None else ()) + \
+        ((f"+LATENCY={latency}",) if latency is not None else ())
+    options = {"cwd": cwd} if cwd is not None else {}
+    return BY_NAME[sim].run(GA2_FILES, GA2_TOP, defines=defines, plusargs=plusargs, timeout=timeout, **options)
+
+
+def run_records(sim: str, records, folder: Path, name: str = "image", **options) -> tuple[int, str]:
+    """Write records (or raw words) as an image under `folder` and run it."""
+    path = folder / f"{name}.hex"
+    if records and isinstance(records[0], image.Record | list):
+        image.write_image(records, path)
+    else:
+        image.write_words(records, path)
+    return run_file(sim, path, **options)
 
 
 def verdict(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith(("PASS", "FAIL", "MISMATCH"))]
-    assert len(lines) == 1, f"expected exactly one verdict line, got {lines!r} in:\n{output[-2000:]}"
-    return lines[0]
+    return one_verdict(output)
 
 
 def counters(output: str) -> dict[int, list[int]]:
-    return ga2_progs.parse_counters(output)
-
-
-def run_file(sim: str, path, extw: int, extra_defines=(), timeout: float = TIMEOUT,
-             latency: int | None = None) -> tuple[int, str]:
-    """Run the testbench on an image file as it is (which may be broken on purpose); the external
-    memory answers after `latency` cycles (default: the testbench's own default, 4)."""
-    defines = (f"EXTW={extw}", "DUMP", *extra_defines)
-    plusargs = (f"+PROG={path}",) + ((f"+LATENCY={latency}",) if latency is not None else ())
-    return SIMULATORS[sim](hw.GA2_FILES, "ga2_tb", defines=defines, plusargs=plusargs, timeout=timeout)
-
-
-def replay(sim: str, words_or_records, name: str, extw: int, extra_defines=(),
-           latency: int | None = None) -> tuple[int, str]:
-    """Write the image under out/tests/ and run it; words_or_records is a list of records or raw words."""
-    path = Path(hw.ROOT) / "out" / "tests" / f"{name}.hex"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if words_or_records and isinstance(words_or_records[0], list):
-        ga2_progs.write_image(words_or_records, path)
-    else:
-        ga2_progs.write_words(words_or_records, path)
-    return run_file(sim, path, extw, extra_defines, latency=latency)
+    return parse_counters(output)
 
 
 def crc32(words) -> int:
     """CRC-32 of words, four bytes each, least significant first: written out byte by byte here
-    rather than with struct, a second spelling of what tools/ga2_progs.py does."""
+    rather than with struct, a second spelling of what replay/image.py does."""
     return zlib.crc32(bytes(b for w in words for b in int(w).to_bytes(4, "little")))
+
+
+def sections(rec: list[int]) -> dict[str, slice]:
+    """Where each part of one record's words lies: code, init, xruns, xvals, sruns, svals, counters, crc."""
+    sizes = dict(zip(("code", "init", "xruns", "xvals", "sruns", "svals"), rec[1:REC_HEADER]))
+    out, at = {}, REC_HEADER
+    for name, n in (*sizes.items(), ("counters", N_COUNTERS), ("crc", 1)):
+        out[name] = slice(at, at + n)
+        at += n
+    return out
 
 
 def seal(words: list[int]) -> list[int]:
@@ -54,9 +68,9 @@ def seal(words: list[int]) -> list[int]:
     as a writer with a bug would produce them: the image is consistent, only its content is wrong."""
     out = list(words)
     out[3] = crc32(out[:3])
-    at = ga2_progs.IMG_HEADER
-    while at + ga2_progs.REC_HEADER <= len(out):
-        end = at + ga2_progs.REC_HEADER + sum(out[at + 1 : at + ga2_progs.REC_HEADER]) + ga2_progs.N_COUNTERS
+    at = IMG_HEADER
+    while at + REC_HEADER <= len(out):
+        end = at + REC_HEADER + sum(out[at + 1 : at + REC_HEADER]) + N_COUNTERS
         if end >= len(out):
             break
         out[end] = crc32(out[:end])

@@ -1,15 +1,15 @@
 """Every GA2 block under cocotb (Icarus), driven with random inputs against its Python model.
 
-Each case builds one block (or a small bench wrapper from tb/cocotb/) into out/cocotb/<case>/ with
-cocotb's Python runner and runs the cocotb tests of tests/cocotb/cocotb_<block>.py. A case fails
-when any of its cocotb tests fails, or when the simulator dies before writing its results.
+Each case builds one block (or a small bench wrapper from tb/cocotb/) into a folder of its own
+(pytest's tmp_path) with cocotb's Python runner and runs the cocotb tests of
+tests/benches/cocotb_<block>.py. A case fails when any of its cocotb tests fails, or when the
+simulator dies before writing its results.
 Set COCOTB_RANDOM_SEED to replay other random vectors (the default seed is fixed).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
@@ -19,16 +19,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RTL = ROOT / "rtl"
 BENCHES = ROOT / "tb" / "cocotb"
-TEST_MODULES = ROOT / "tests" / "cocotb"
-BUILD = ROOT / "out" / "cocotb"
 DEFAULT_SEED = 20240601
+# cocotb imports a bench's test module by name in the simulator's Python, with this process's
+# sys.path: the benches are the package tests/benches (pytest puts tests/ on the path, as for
+# conftest and int_reference), and the project's own packages come from the installed project.
 
-# The cocotb test modules import `cocotb_util` (tests/cocotb), `capra` (model/) and `int_reference` (tests/);
-# the runner hands the simulator this process's sys.path as PYTHONPATH.
-for path in (TEST_MODULES, ROOT / "model", ROOT / "tests"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
+from capra.config import Config  # noqa: E402
 from conftest import REQUIRE_SIMULATORS, needs_icarus  # noqa: E402
 
 try:
@@ -39,8 +35,6 @@ except ImportError as error:  # a plain pytest may skip the benches; make test m
                           "run make (it installs cocotb into .venv from pyproject.toml)") from None
     pytest.skip(f"cocotb is not importable: {error}", allow_module_level=True)
 
-from capra.config import Config  # noqa: E402
-
 pytestmark = needs_icarus  # every bench runs on Icarus
 
 
@@ -49,7 +43,7 @@ class Block:
     case: str  # build directory name under out/cocotb/
     toplevel: str
     sources: tuple[str, ...]  # relative to the repository root
-    module: str  # test module in tests/cocotb/
+    module: str  # test module in tests/benches/
     parameters: dict[str, int] = field(default_factory=dict)
     config: str = ""  # a configuration other than the default (GA2_CONFIG syntax): its defines and model
 
@@ -99,8 +93,8 @@ def _failures(results: Path) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.case for b in BLOCKS])
-def test_block_against_python_model(block: Block) -> None:
-    build_dir = BUILD / block.case
+def test_block_against_python_model(block: Block, tmp_path) -> None:
+    build_dir = tmp_path / block.case
     cfg = Config.parse(block.config)
     runner = cocotb_runner.get_runner("icarus")
     runner.build(
@@ -118,7 +112,7 @@ def test_block_against_python_model(block: Block) -> None:
     seed = os.environ.get("COCOTB_RANDOM_SEED", str(DEFAULT_SEED))
     try:
         runner.test(
-            test_module=block.module,
+            test_module=f"benches.{block.module}",
             hdl_toplevel=block.toplevel,
             build_dir=build_dir,
             test_dir=build_dir,

@@ -6,20 +6,21 @@ from __future__ import annotations
 import random
 
 import capra
-import ga2_progs
+import host
 import numpy as np
 import paged_lm
 import pytest
+import replay
 import tiny_lm
 from capra import isa
 from capra.graph import Graph, Node
 from capra.isa import Instr
 from capra.machine import Machine
-from conftest import needs_icarus, needs_verilator
+from conftest import needs_simulators
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from int_reference import eval_program
-from replay_util import counters, replay, verdict
+from replay import image
 
 
 def random_graph(seed: int) -> tuple[Graph, list[dict]]:
@@ -82,19 +83,15 @@ def test_random_graphs_run_exactly_on_the_machine_model(seed):
     check_exact(seed)
 
 
-@needs_icarus
-@needs_verilator
+@needs_simulators
 def test_sample_of_compiled_graphs_replays_on_both_simulators():
     records = []
     for seed in range(12):
         g, calib = random_graph(seed)
         P = capra.compile_graph(g, calib)
-        records.append(ga2_progs.record(P.code, capra.ext_image(P, calib[1]), capra.ext_limit()))
-    expected = {i: r[-6:-1] for i, r in enumerate(records)}
-    for sim in ("icarus", "verilator"):
-        out = replay(sim, records, "compiled_graphs", capra.ext_limit())[1]
-        assert verdict(out).startswith("PASS: 12 programs"), out[-2000:]
-        assert counters(out) == expected
+        records.append(image.record(P.code, capra.ext_image(P, calib[1])))
+    verdicts = replay.replay(records, name="compiled_graphs")
+    assert all(v.passed and v.line.startswith("PASS: 12 programs") for v in verdicts), [v.problems for v in verdicts]
 
 
 # ---- scheduling: graphs whose loads fill the scratchpad, and the decode step ----------------------
@@ -131,7 +128,7 @@ def stalls_with_room_in_the_queue(code: list[int], ext) -> list[int]:
     to come: there the DMA engine could have been fetching that LOAD instead of idling."""
     instrs = [Instr.decode(code[i:i + 4]) for i in range(0, len(code), 4)]
     last_load = max((pc for pc, ins in enumerate(instrs) if ins.op == isa.OP_LOAD), default=-1)
-    mach = Machine.with_ext(ext, capra.ext_limit())
+    mach = Machine.with_ext(ext, capra.isa.EXT_MEMORY)
     found = []
     step = mach.step
 
@@ -225,9 +222,9 @@ def test_reduction_too_long_names_node_and_limit():
 
 
 def test_graph_too_large_for_external_memory_names_node_and_limit(monkeypatch):
-    monkeypatch.setenv("GA2_EXT", "40")
     g, calib = tiny_graph(k=64, m=8)  # 128 words of weights
-    with pytest.raises(capra.CompileError, match="node 'w'.*more than GA2_EXT=40"):
+    with capra.config.use(capra.config.Config(ext_memory=40)), \
+            pytest.raises(capra.CompileError, match="node 'w'.*more than the external memory of 40"):
         capra.compile_graph(g, calib)
 
 
@@ -410,12 +407,11 @@ def test_concat_regions_packed_when_first_fit_fails_stay_apart_and_exact():
     """[353, 1] leaves first fit without room for a region (the review's case); the compiler then
     packs the regions after the loaded tensors. Every tensor that owns memory must lie apart from
     every other, inside the scratchpad, and the program must compute what numpy does."""
-    import batched
     from capra import compiler as CC
 
     m = tiny_lm.make_model("random", seed=1)
-    ranges = batched.calibrate_ranges(m, 4, (None,), starts=range(2))
-    g = batched.build_batch_graph(m, [353, 1])
+    ranges = host.calibrate(m, 4, starts=range(2)).ranges
+    g = tiny_lm.decode_graph(m, [353, 1])
     rng = np.random.default_rng(0)
     feeds = {name: rng.standard_normal(g.shape(name)) for name in g.inputs}
     P = capra.compile_graph(g, [feeds], ranges=ranges)
@@ -436,12 +432,10 @@ def test_concat_regions_packed_when_first_fit_fails_stay_apart_and_exact():
 
 
 def test_concat_regions_that_do_not_fit_even_packed_are_refused():
-    import batched
-
     m = tiny_lm.make_model("structured")
-    ranges = batched.calibrate_ranges(m, 4, (None,), starts=range(2))
+    ranges = host.calibrate(m, 4, starts=range(2)).ranges
     # packed, the regions would need words 584..3831 and the computed tensors start at 3826
-    g = batched.build_batch_graph(m, [205, 200])
+    g = tiny_lm.decode_graph(m, [205, 200])
     feeds = {name: np.zeros(g.shape(name)) for name in g.inputs}
     with pytest.raises(capra.CompileError, match="concat regions"):
         capra.compile_graph(g, [feeds], ranges=ranges)

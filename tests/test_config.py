@@ -13,7 +13,6 @@ from capra.config import Config, ConfigError
 from capra.machine import Machine
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 
 @pytest.mark.parametrize("fields, named", [
@@ -183,7 +182,7 @@ def test_rtl_lints_clean_at_each_swept_size(cfg):
 def test_corner_configuration_is_exact_on_both_simulators(cfg):
     """Random programs and the 32-step decode, replayed in Icarus and Verilator built for `cfg`
     (one build per chip configuration: the latency is the testbench's run-time +LATENCY)."""
-    import dse
+    from capra_cli import dse
 
     before = config.active()
     with config.use(cfg):
@@ -202,17 +201,15 @@ def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulato
     """N = 8 reads two words of a B row a cycle; a second word past the row is not read, and must
     enter the array as zero: an unread port lane is X in Icarus, and X times A's zero lanes is X.
     These random programs (found by make soak) stored X words in Icarus before that was so."""
-    import ga2_progs
-    import hw
-    from capra.randprog import EXTW, random_program
+    import replay
+    from capra.randprog import random_program
+    from replay import image
 
     for seed, latency in ((10000750, 16), (10001000, 0), (10004750, 16)):
         with config.use(Config(n=8, ext_latency=latency)):
             code, ext = random_program(seed, ext_latency=latency)
-            image = ROOT / "out" / "tests" / f"n8_dot_seed{seed}.hex"
-            ga2_progs.write_image([ga2_progs.record(code, ext, EXTW, latency)], image)
-            for replay in hw.replay(image, 1, EXTW):
-                assert replay.passed, f"seed {seed}: {replay.simulator}: {replay.line}"
+            for verdict in replay.replay([image.record(code, ext)], name=f"n8_dot_seed{seed}"):
+                assert verdict.passed, f"seed {seed}: {verdict.simulator}: {verdict.line}"
 
 
 def test_rtl_defines_name_the_configuration_and_nothing_else():

@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from inference import generate as gen
-from inference import mixed_lm
 import numpy as np
 import pytest
-from inference.generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inference import generate as gen
+from inference import mixed_lm
+from inference.generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
 from inference.mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, attention, make_mixed_model, rotary_tables
 
 # ---------------------------------------------------------------------------------------------

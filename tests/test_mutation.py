@@ -1,4 +1,4 @@
-"""The mutation harness itself (model/mutation.py): edits that no longer apply are reported, never
+"""The mutation harness itself (tools/capra_cli/mutation.py): edits that no longer apply are reported, never
 skipped; the working tree is never touched; the unbroken copy passes; a real break is caught.
 
 The two tests that run a check take a few seconds each (one ``paged_tests.check_all()``); the
@@ -8,12 +8,15 @@ full mutation runs are ``make mut`` and ``make mut-all``.
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
-import mutation as M
 import pytest
+from capra_cli import mut, mutants
+from capra_cli import mutation as M
 
 ROOT = Path(__file__).resolve().parents[1]
+BOOK, ADDED = mut.book()
 
 
 def _tree_digest(root: Path) -> str:
@@ -32,15 +35,16 @@ def _never_run(root, commands):
 
 
 def test_every_listed_mutant_applies_exactly_once_to_the_current_code():
-    for m in M.BOOK + M.EXTENDED:
+    for m in BOOK + ADDED + mutants.EXTENDED:
         text = (ROOT / m.file).read_text()
         assert text.count(m.old) == 1, f"{m.area}: {m.what}: {m.old!r} occurs {text.count(m.old)} times in {m.file}"
         assert m.old != m.new and m.check in M.CHECKS
 
 
 def test_the_book_has_eighteen_and_each_extra_area_at_least_fifteen():
-    assert len(M.BOOK) == 18 and {m.area for m in M.BOOK} == {"page table", "window", "host"}
-    areas = [m.area for m in M.EXTENDED]
+    assert len(BOOK) == 18 and {m.area for m in BOOK} == {"page table", "window", "host"}
+    assert all(m.file == "model/paged_lm.py" and m.check == "paged" for m in BOOK + ADDED)
+    areas = [m.area for m in mutants.EXTENDED]
     for area in ("compiler and quantizer", "machine model", "RTL"):
         assert areas.count(area) >= 15, f"{area}: only {areas.count(area)} mutants"
 
@@ -74,7 +78,7 @@ def test_the_copy_holds_the_code_and_leaves_out_the_venv_and_out(tmp_path):
 
 
 def test_the_edit_lands_in_the_copy_and_the_check_runs_there():
-    mutant = M.BOOK[0]
+    mutant = BOOK[0]
     seen = {}
 
     def spy(root, commands):
@@ -96,7 +100,7 @@ def test_the_unbroken_copy_passes_the_chapter_checks():
 
 def test_a_cheap_real_break_is_caught_and_the_working_tree_is_untouched():
     before = _tree_digest(ROOT)
-    exhaustion = next(m for m in M.BOOK if m.what == "exhaustion is not reported")
+    exhaustion = next(m for m in BOOK if m.what == "exhaustion is not reported")
     result = M.run_mutant(exhaustion)
     assert result.status == M.CAUGHT, result.detail
     assert result.line() == "page table: exhaustion is not reported: caught"
@@ -104,13 +108,13 @@ def test_a_cheap_real_break_is_caught_and_the_working_tree_is_untouched():
 
 
 def test_summary_counts_caught_per_area():
-    a, b = M.BOOK[0], M.BOOK[-1]
+    a, b = BOOK[0], BOOK[-1]
     results = [M.Result(a, M.CAUGHT), M.Result(a, M.SURVIVED), M.Result(b, M.NO_LONGER_APPLIES)]
     assert M.summary_by_area(results) == {"page table": (1, 0, 2), "host": (0, 0, 1)}
 
 
 def test_a_survivor_is_equivalent_only_when_its_mutant_says_why():
-    plain = M.BOOK[0]
+    plain = BOOK[0]
     shown = M.Mutant(plain.area, plain.file, plain.old, plain.new, plain.what, plain.check,
                      equivalent="no reachable state tells them apart")
     assert M.run_mutant(plain, runner=lambda root, cmds: (True, "")).status == M.SURVIVED
@@ -118,3 +122,19 @@ def test_a_survivor_is_equivalent_only_when_its_mutant_says_why():
     assert result.status == M.EQUIVALENT and M.accounted_for(result)
     assert not M.accounted_for(M.Result(plain, M.SURVIVED))
     assert not M.accounted_for(M.Result(plain, M.NO_LONGER_APPLIES))
+
+
+def test_a_check_runs_the_copys_code_not_the_installed_one(tmp_path):
+    """The project is installed from the working tree; a mutant's check must import the copy."""
+    M.copy_repo(tmp_path)
+    (tmp_path / "model" / "tiny_lm.py").write_text("WHERE = 'the copy'\n")
+    probe = [sys.executable, "-c", "import sys, tiny_lm; sys.exit(getattr(tiny_lm, 'WHERE', '') != 'the copy')"]
+    passed, detail = M.run_commands(tmp_path, [probe])
+    assert passed, detail
+
+
+def test_a_tier_replaces_every_check_with_the_whole_tier():
+    plain = BOOK[0]
+    seen = []
+    M.run_mutant(plain, runner=lambda root, cmds, *timeout: seen.append(cmds) or (False, ""), tier="fast")
+    assert seen == [[M.tier_command("fast")]] and M.TIERS["fast"] == ["-m", "not sim and not slow"]

@@ -10,32 +10,31 @@ and never a hang.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
-import ga2_progs
-import hw
 import numpy as np
 import pytest
-import visibility
+import replay
 from capra import asm, isa, machine
-from capra.randprog import EXTW, handwritten_programs, random_program
-from conftest import needs_icarus, needs_verilator
-from replay_util import counters, replay, run_file, seal, verdict
+from capra.randprog import SPAN, handwritten_programs, random_program
+from capra_cli import visibility
+from conftest import needs_icarus, needs_simulators, needs_verilator
+from replay import image
+from replay_util import IMG_HEADER, run_file, run_records, seal, sections, verdict
 
 N_RANDOM = 200  # at the default external latency
 N_OTHER_LATENCY = 60  # at each of the others
 LATENCIES = (0, 1, isa.EXT_LATENCY, 16)
 
 
-def _suite(latency: int) -> tuple[list[list[int]], dict[int, list[int]]]:
+def _suite(latency: int) -> list[image.Record]:
     count = N_RANDOM if latency == isa.EXT_LATENCY else N_OTHER_LATENCY
     records = []
     for seed in range(count):
         code, ext = random_program(1000 * latency + seed, ext_latency=latency)
-        records.append(ga2_progs.record(code, ext, EXTW, latency))
+        records.append(image.record(code, ext, ext_latency=latency))
     for _name, code, ext in handwritten_programs():
-        records.append(ga2_progs.record(code, ext, EXTW, latency))
-    return records, {i: r[-6:-1] for i, r in enumerate(records)}
+        records.append(image.record(code, ext, ext_latency=latency))
+    return records
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +43,16 @@ def suite():
 
 
 def test_random_programs_are_varied(suite):
-    records, expected = suite
-    cycles = [c[0] for c in expected.values()]
-    overlapped = sum(1 for c in expected.values() if c[1] and (c[2] or c[3]))
+    cycles = [r.counters[0] for r in suite]
+    overlapped = sum(1 for r in suite if r.counters[1] and (r.counters[2] or r.counters[3]))
     assert len(set(cycles)) > N_RANDOM // 2, "random programs should differ in length"
     assert overlapped > N_RANDOM // 2, "most programs should use both the DMA and a compute unit"
 
 
 def test_random_programs_cover_the_matmul_and_vector_corners(suite):
-    records, _expected = suite
     seen = Counter()
-    for rec in records:
-        code = rec[ga2_progs.sections(rec)["code"]]
+    for rec in suite:
+        code = rec.code
         for i in range(0, len(code), 4):
             ins = isa.Instr.decode(code[i : i + 4])
             if ins.op == isa.OP_MM:
@@ -76,24 +73,23 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
     assert not short, f"corners the random programs rarely reach: {short}"
 
 
-@needs_icarus
-@needs_verilator
+@needs_simulators
 @pytest.mark.parametrize("latency", LATENCIES)
 def test_random_programs_match_model_in_both_simulators(latency, suite):
-    records, expected = suite if latency == isa.EXT_LATENCY else _suite(latency)
-    results = {}
-    for sim in ("icarus", "verilator"):
-        rc, out = replay(sim, records, f"random_suite_latency{latency}", EXTW, latency=latency)
-        assert verdict(out).startswith(f"PASS: {len(records)} programs match"), out[-3000:]
-        results[sim] = counters(out)
-    assert results["icarus"] == results["verilator"] == expected
+    records = suite if latency == isa.EXT_LATENCY else _suite(latency)
+    verdicts = replay.replay(records, name=f"random_suite_latency{latency}", latency=latency)
+    for v in verdicts:
+        assert v.passed and v.line.startswith(f"PASS: {len(records)} programs match"), v.problems
+        assert v.counters == [r.counters for r in records]
 
 
 def test_latency_changes_the_cycles_not_the_results():
     code, ext = random_program(7)
-    fast, slow = (ga2_progs.record(code, ext, EXTW, lat) for lat in (0, 16))
-    assert fast[:-6] == slow[:-6], "memory image and expectations must not depend on the latency"
-    assert fast[-6] < slow[-6], "a slower memory must cost cycles"
+    fast, slow = (image.record(code, ext, ext_latency=lat) for lat in (0, 16))
+    assert (fast.code, fast.init, fast.ext_changes, fast.sp_words) == (slow.code, slow.init, slow.ext_changes,
+                                                                       slow.sp_words), \
+        "memory image and expectations must not depend on the latency"
+    assert fast.counters[0] < slow.counters[0], "a slower memory must cost cycles"
 
 
 def test_random_programs_store_what_they_compute():
@@ -101,7 +97,7 @@ def test_random_programs_store_what_they_compute():
     and every program computes some words that are not zero."""
     for seed in range(N_RANDOM):
         code, ext = random_program(seed)
-        mach = machine.Machine.with_ext(ext, EXTW)
+        mach = machine.Machine.with_ext(ext, SPAN)
         unstored: set[int] = set()
         computed = []
         for pc in range(len(code) // 4):
@@ -140,60 +136,60 @@ def _round_negative_ties_down(acc, mult, shift):
 def test_the_suite_sees_a_rounding_error_at_negative_ties(suite, monkeypatch):
     """The requant mutant that rounds negative exact ties the other way passed every replay: now
     the hand-written ties program and several random programs record different memory under it."""
-    records, _expected = suite
+    records = suite
     halves = np.array([-3, -2, -1, 3])  # -1.5, -1, -0.5, 1.5 after a shift of 1
     assert machine.requantize(halves, 1, 1).tolist() == [-1, -1, 0, 2]
     assert _round_negative_ties_down(halves, 1, 1).tolist() == [-2, -1, -1, 2]
     programs = [random_program(seed) for seed in range(N_RANDOM)] + [(c, e) for _n, c, e in handwritten_programs()]
     monkeypatch.setattr(machine, "requantize", _round_negative_ties_down)
-    differ = [i for i, (code, ext) in enumerate(programs) if ga2_progs.record(code, ext, EXTW) != records[i]]
+    differ = [i for i, (code, ext) in enumerate(programs) if image.record(code, ext) != records[i]]
     assert len(differ) >= 5 and len(programs) - 1 in differ, differ
 
 
 # ---- broken images: a named FAIL or MISMATCH, the same in both simulators --------------------------------
 
 
-def _both(path, extw: int = EXTW, timeout: float = 120) -> str:
+def _both(path, timeout: float = 120) -> str:
     """Run the image at path in both simulators; their verdict lines must be identical."""
-    lines = {sim: verdict(run_file(sim, path, extw, timeout=timeout)[1]) for sim in ("icarus", "verilator")}
+    lines = {sim: verdict(run_file(sim, path, timeout=timeout)[1]) for sim in ("icarus", "verilator")}
     assert lines["icarus"] == lines["verilator"], lines
     return lines["icarus"]
 
 
-def _both_words(words: list[int], name: str) -> str:
-    """Write the words as an image under out/tests/ and run it in both simulators."""
-    path = Path(hw.ROOT) / "out" / "tests" / f"{name}.hex"
-    ga2_progs.write_words(words, path)
+def _both_words(words: list[int], folder) -> str:
+    """Write the words as an image in `folder` and run it in both simulators."""
+    path = folder / "image.hex"
+    image.write_words(words, path)
     return _both(path)
 
 
 def _small_image() -> tuple[list[list[int]], list[int]]:
-    records = [ga2_progs.record(code, ext, EXTW) for _n, code, ext in handwritten_programs()[:4]]
-    return records, ga2_progs.image(records)
+    records = [image.record(code, ext).words() for _n, code, ext in handwritten_programs()[:4]]
+    return records, image.header_words(records)
 
 
 def _second_record(records) -> tuple[int, dict[str, slice]]:
     """Where the second record (load and store back) starts in the image, and its sections."""
-    return ga2_progs.IMG_HEADER + len(records[0]), ga2_progs.sections(records[1])
+    return IMG_HEADER + len(records[0]), sections(records[1])
 
 
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("where", ["code", "init", "xvals", "svals", "counters", "header"])
-def test_tampered_image_fails_with_crc(where):
+def test_tampered_image_fails_with_crc(where, tmp_path):
     records, words = _small_image()
     at, sec = _second_record(records)
     index = 1 if where == "header" else at + sec[where].start + 1
     words = list(words)
     words[index] ^= 1 << 5
-    line = _both_words(words, f"tampered_{where}")
+    line = _both_words(words, tmp_path)
     want = "header CRC-32 mismatch" if where == "header" else "program 1: CRC-32 mismatch"
     assert line.startswith("FAIL") and want in line, line
 
 
 @needs_icarus
 @needs_verilator
-def test_swapped_code_words_fail_although_their_sum_is_unchanged():
+def test_swapped_code_words_fail_although_their_sum_is_unchanged(tmp_path):
     """A plain sum cannot see two words trade places; CRC-32 does."""
     records, words = _small_image()
     at, sec = _second_record(records)
@@ -202,50 +198,50 @@ def test_swapped_code_words_fail_although_their_sum_is_unchanged():
     swapped = list(words)
     swapped[i], swapped[j] = words[j], words[i]
     assert sum(swapped) == sum(words)
-    line = _both_words(swapped, "swapped_code")
+    line = _both_words(swapped, tmp_path)
     assert line.startswith("FAIL: program 1: CRC-32 mismatch"), line
 
 
 @needs_icarus
 @needs_verilator
-def test_truncated_image_fails():
+def test_truncated_image_fails(tmp_path):
     _records, words = _small_image()
-    line = _both_words(words[: len(words) - 7], "truncated")
+    line = _both_words(words[: len(words) - 7], tmp_path)
     assert line.startswith("FAIL: truncated image") and f"ends after line {len(words) - 7}" in line, line
 
 
 @needs_icarus
 @needs_verilator
-def test_words_after_the_counted_ones_fail():
+def test_words_after_the_counted_ones_fail(tmp_path):
     _records, words = _small_image()
-    line = _both_words([*words, 0], "overlong")
+    line = _both_words([*words, 0], tmp_path)
     assert line.startswith("FAIL: malformed image") and f"goes on after the {len(words)} lines" in line, line
 
 
 @needs_icarus
 @needs_verilator
-def test_a_word_count_beyond_maxwords_fails_before_reading_on():
-    words = seal([ga2_progs.IMG_MAGIC, 1, (1 << 20) + 1, 0])
-    line = _both_words(words, "too_many_words")
+def test_a_word_count_beyond_maxwords_fails_before_reading_on(tmp_path):
+    words = seal([image.IMG_MAGIC, 1, (1 << 20) + 1, 0])
+    line = _both_words(words, tmp_path)
     assert line.startswith("FAIL: malformed image") and "MAXWORDS=1048576" in line, line
 
 
 @needs_icarus
 @needs_verilator
-def test_missing_program_fails():
+def test_missing_program_fails(tmp_path):
     """A header that claims one more program than the image holds (its CRCs made consistent)."""
     _records, words = _small_image()
     words = list(words)
     words[1] += 1
     words[2] += 13  # room for a fifth record's fixed words, so the header itself is plausible
-    line = _both_words(seal(words) + [0] * 13, "missing_program")
+    line = _both_words(seal(words) + [0] * 13, tmp_path)
     assert line.startswith("FAIL: malformed image: program 4 record does not start with the record magic"), line
 
 
 @needs_icarus
 @needs_verilator
-def test_malformed_first_word_fails():
-    line = _both_words([0, 1, 2, 3], "malformed")
+def test_malformed_first_word_fails(tmp_path):
+    line = _both_words([0, 1, 2, 3], tmp_path)
     assert line.startswith("FAIL: malformed image") and "line 1 is 00000000, not the image magic 47413202" in line
 
 
@@ -274,11 +270,11 @@ def test_a_byte_outside_the_line_format_is_a_fail_naming_it(text, reason, tmp_pa
 
 @needs_icarus
 @needs_verilator
-def test_a_nul_byte_inside_a_valid_image_fails():
+def test_a_nul_byte_inside_a_valid_image_fails(tmp_path):
     """A NUL in the middle of a good image's word (Icarus used to skip the rest of the line)."""
     _records, words = _small_image()
-    path = Path(hw.ROOT) / "out" / "tests" / "nul.hex"
-    ga2_progs.write_words(words, path)
+    path = tmp_path / "nul.hex"
+    image.write_words(words, path)
     data = bytearray(path.read_bytes())
     data[9 * 10 + 3] = 0  # line 11, byte 4
     path.write_bytes(bytes(data))
@@ -293,12 +289,12 @@ def test_a_latency_the_chip_cannot_wait_for_is_a_fail(tmp_path):
     than the one its counters were recorded for is a MISMATCH on a cycle counter, not a PASS."""
     _records, words = _small_image()
     path = tmp_path / "small.hex"
-    ga2_progs.write_words(words, path)
+    image.write_words(words, path)
     for sim in ("icarus", "verilator"):
-        line = verdict(run_file(sim, path, EXTW, latency=32)[1])
+        line = verdict(run_file(sim, path, latency=32)[1])
         assert line == "FAIL: +LATENCY=32 is outside 0..31 (the chip keeps at most 32 reads waiting)", line
-        assert verdict(run_file(sim, path, EXTW, latency=isa.EXT_LATENCY)[1]).startswith("PASS: 4 programs")
-        assert verdict(run_file(sim, path, EXTW, latency=0)[1]).startswith("MISMATCH: program 1 counter c0")
+        assert verdict(run_file(sim, path, latency=isa.EXT_LATENCY)[1]).startswith("PASS: 4 programs")
+        assert verdict(run_file(sim, path, latency=0)[1]).startswith("MISMATCH: program 1 counter c0")
 
 
 @needs_icarus
@@ -318,9 +314,9 @@ def test_an_endless_file_is_a_fail_not_a_hang():
 def _mismatch_image(path) -> None:
     """A one-program image whose expected external word 103 is wrong (as a model bug would make it)."""
     code = asm.load(0, 0, 1, 8) + asm.store(0, 100, 1, 8) + asm.halt()
-    rec = ga2_progs.record(code, list(range(1, 9)), EXTW)
-    rec[ga2_progs.sections(rec)["xvals"].start + 3] += 1  # the 4th stored word, external word 103
-    ga2_progs.write_image([rec], path)
+    rec = image.record(code, list(range(1, 9))).words()
+    rec[sections(rec)["xvals"].start + 3] += 1  # the 4th stored word, external word 103
+    image.write_image([rec], path)
 
 
 @needs_icarus
@@ -328,7 +324,7 @@ def _mismatch_image(path) -> None:
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_wrong_expectation_is_a_mismatch_naming_word(sim, tmp_path):
     _mismatch_image(tmp_path / "mismatch.hex")
-    line = verdict(run_file(sim, tmp_path / "mismatch.hex", EXTW)[1])
+    line = verdict(run_file(sim, tmp_path / "mismatch.hex")[1])
     assert line.startswith("MISMATCH: program 0 external word 103: expected 00000005, got 00000004"), line
 
 
@@ -351,7 +347,7 @@ def test_a_path_longer_than_path_max_fails_naming_the_limit(tmp_path):
     would PASS, so the testbench must refuse the path instead of cutting it."""
     records, _words = _small_image()
     valid = tmp_path / "valid.hex"
-    ga2_progs.write_image(records, valid)
+    image.write_image(records, valid)
     assert _both(valid).startswith("PASS: 4 programs")
     long = "/" * (5000 - len(str(valid))) + str(valid)
     line = _both(long)
@@ -365,15 +361,15 @@ def test_a_wrong_scratchpad_word_is_a_mismatch_naming_it(tmp_path):
     can see a wrong result."""
     code = (asm.load(0, 0, 1, 8) + asm.wait() + asm.qcfg(qa=1, qb=1, shift=1)
             + asm.vec(isa.VEC_ADD, 0, 40, 16, b=4) + asm.halt())
-    rec = ga2_progs.record(code, [0x01020304 * (i + 1) & 0xFFFFFFFF for i in range(8)], EXTW)
-    s = ga2_progs.sections(rec)
+    rec = image.record(code, [0x01020304 * (i + 1) & 0xFFFFFFFF for i in range(8)]).words()
+    s = sections(rec)
     assert rec[s["xvals"]] == [], "the program must not change the external memory"
     sp = dict(zip((a for run in rec[s["sruns"]] for a in range(run & 0xFFFF, (run & 0xFFFF) + (run >> 16))),
                   range(s["svals"].start, s["svals"].stop)))
     assert sorted(sp) == [*range(8), *range(40, 44)]
     want = rec[sp[42]]
     rec[sp[42]] ^= 0x100  # lane 1 of word 42, a sum the VEC wrote
-    ga2_progs.write_image([rec], tmp_path / "sp.hex")
+    image.write_image([rec], tmp_path / "sp.hex")
     line = _both(tmp_path / "sp.hex")
     assert line == (f"MISMATCH: program 0 scratchpad word 42: expected {want ^ 0x100:08x}, got {want:08x}"), line
 
@@ -387,11 +383,11 @@ def test_missing_image_is_a_fail(tmp_path):
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
-def test_program_that_does_not_halt_in_time_is_a_fail(sim):
+def test_program_that_does_not_halt_in_time_is_a_fail(sim, tmp_path):
     # a 3,000-word load takes over 3,000 cycles, more than the watchdog allows in this build
     code = asm.load(0, 0, 1, 3000) + asm.halt()
-    records = [ga2_progs.record(asm.halt(), [], 4096), ga2_progs.record(code, [], 4096)]
-    rc, out = replay(sim, records, "watchdog", 4096, extra_defines=("WATCHDOG=2000",))
+    records = [image.record(asm.halt(), []), image.record(code, [])]
+    rc, out = run_records(sim, records, tmp_path, extra_defines=("WATCHDOG=2000",))
     line = verdict(out)
     assert line.startswith("FAIL") and "program 1 did not halt" in line and "2000 cycles" in line, line
 
@@ -399,16 +395,16 @@ def test_program_that_does_not_halt_in_time_is_a_fail(sim):
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
-def test_wrong_counter_is_a_mismatch_naming_counter(sim):
-    rec = ga2_progs.record(asm.load(0, 0, 1, 8) + asm.halt(), list(range(1, 9)), EXTW)
-    rec[ga2_progs.sections(rec)["counters"].start + 3] += 1  # c3
-    line = verdict(replay(sim, [rec], "counter_mismatch", EXTW)[1])
+def test_wrong_counter_is_a_mismatch_naming_counter(sim, tmp_path):
+    rec = image.record(asm.load(0, 0, 1, 8) + asm.halt(), list(range(1, 9)))
+    rec.counters[3] += 1
+    line = verdict(run_records(sim, [rec], tmp_path)[1])
     assert line.startswith("MISMATCH: program 0 counter c3"), line
 
 
-def _raw_record(code: list[int]) -> list[int]:
+def _raw_record(code: list[int]) -> image.Record:
     """A record for code the machine model refuses: no expectations, counters of zero."""
-    return ga2_progs.make_record(code)
+    return image.Record(code)
 
 
 @needs_icarus
@@ -434,25 +430,25 @@ def _raw_record(code: list[int]) -> list[int]:
     ("an SMAX of no elements", isa.Instr(isa.OP_SMAX, cnt=0).encode()),
     ("a QCFG shift past MAX_SHIFT", isa.Instr(isa.OP_QCFG, c=isa.MAX_SHIFT + 1).encode()),
 ])
-def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code):
+def test_illegal_instruction_halts_the_chip_with_a_fail(sim, what, code, tmp_path):
     from capra import ProgramError
     from capra.machine import run_program
 
     with pytest.raises(ProgramError):
-        run_program(code + asm.halt(), [], EXTW)  # the model refuses it too
-    line = verdict(replay(sim, [_raw_record(code + asm.halt())], "illegal", EXTW)[1])
+        run_program(code + asm.halt(), [], SPAN)  # the model refuses it too
+    line = verdict(run_records(sim, [_raw_record(code + asm.halt())], tmp_path)[1])
     assert line.startswith("FAIL: program 0 halted on an illegal instruction"), f"{what}: {line}"
 
 
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
-def test_running_past_the_last_instruction_halts_as_illegal(sim):
+def test_running_past_the_last_instruction_halts_as_illegal(sim, tmp_path):
     from capra import ProgramError
     from capra.machine import run_program
 
     code = asm.wait() * isa.IMEM_INSTRS  # a full instruction memory and no HALT
     with pytest.raises(ProgramError, match="runs past the last instruction"):
-        run_program(code, [], EXTW)
-    line = verdict(replay(sim, [_raw_record(code)], "past_imem", EXTW)[1])
+        run_program(code, [], SPAN)
+    line = verdict(run_records(sim, [_raw_record(code)], tmp_path)[1])
     assert line.startswith("FAIL: program 0 halted on an illegal instruction"), line

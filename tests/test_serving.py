@@ -1,4 +1,4 @@
-"""Batched decode and the continuous-batching scheduler (model/batched.py, model/serving.py).
+"""Batched decode and the continuous-batching server (host.ModelRunner, the serving package).
 
 The reference for every request is its decode alone (serving.decode_alone: batches of one, a
 plain list for its cache, no pages, no scheduler); the structured model's rule is a second,
@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import re
 
-import batched as BA
 import capra as C
-import ga2_progs
+import host
 import numpy as np
 import paged_tests
 import pytest
+import replay
 import serving as S
 import tiny_lm as T
 from capra.graph import Graph, GraphError
-from conftest import needs_icarus, needs_verilator
+from conftest import needs_simulators
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from int_reference import eval_program, requantize_ref
-from replay_util import counters, replay, verdict
+from replay import image
 
 WINDOWS = (None, 4, 8)
 
@@ -30,13 +30,13 @@ WINDOWS = (None, 4, 8)
 @pytest.fixture(scope="module")
 def structured():
     m = T.make_model("structured")
-    return m, BA.BatchPrograms(m, BA.calibrate_ranges(m, 24, WINDOWS))
+    return m, S.make_runner(m, 24, WINDOWS)
 
 
 @pytest.fixture(scope="module")
 def random_model():
     m = T.make_model("random", seed=3)
-    return m, BA.BatchPrograms(m, BA.calibrate_ranges(m, 24, WINDOWS))
+    return m, S.make_runner(m, 24, WINDOWS)
 
 
 def rule(prompt, n):
@@ -94,8 +94,8 @@ def test_each_request_in_a_batch_gets_exactly_its_batch_of_one(random_model, con
     batch = progs.run(toks, caches, check=True)  # check: machine model == numpy integer semantics
     for i, (t, cache) in enumerate(zip(toks, caches, strict=True)):
         alone = progs.run([t], [cache])
-        assert batch.toks[i] == alone.toks[0]
-        assert batch.logits[i] == alone.logits[0]
+        assert batch.tokens[i] == alone.tokens[0]
+        assert batch.ints[i] == alone.ints[0]
         assert np.array_equal(batch.k[i], alone.k[0]) and np.array_equal(batch.v[i], alone.v[0])
 
 
@@ -109,7 +109,8 @@ def test_batch_programs_equal_the_independent_integer_reference(random_model, co
     feeds = {"x": m["E"][rng.integers(0, T.V, len(contexts))]}
     for i, c in enumerate(contexts):
         if c > 1:
-            feeds[f"kc_{i}"], feeds[f"vc_{i}"] = rng.uniform(-1, 1, (2, c - 1, T.D))
+            names = T.slot_names(len(contexts), i)
+            feeds[names.kc], feeds[names.vc] = rng.uniform(-1, 1, (2, c - 1, T.D))
     out, _mach = C.run(P, feeds, machine=True)
     numpy_semantics = C.run(P, feeds)
     independent = eval_program(P, feeds)
@@ -130,7 +131,7 @@ def test_batch_program_is_close_to_the_float_model(random_model):
     batch = progs.run(toks, caches)
     for i, (t, (kc, vc)) in enumerate(zip(toks, caches, strict=True)):
         want, _k, _v, _info = T.float_step(m, t, kc, vc)
-        got = np.asarray(batch.logits[i]) * scale
+        got = np.asarray(batch.ints[i]) * scale
         assert np.max(np.abs(got - np.asarray(want))) < 0.1 * np.max(np.abs(want)) + 4 * scale
 
 
@@ -155,29 +156,33 @@ def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, cont
     assert shrunk[i] < contexts[i] and progs.fits(shrunk) is None
 
 
-def test_programs_are_cached_and_bounded(structured):
+def test_programs_are_cached_by_everything_that_decides_them_and_bounded(structured):
     m, _ = structured
-    progs = BA.BatchPrograms(m, BA.calibrate_ranges(m, 4, (None,)), capacity=2)
+    cache = host.ProgramCache(capacity=2)
+    progs = host.ModelRunner(m, host.calibrate(m, 4).ranges, programs=cache)
     for key in ((1,), (2,), (1,), (3,)):
         progs.program(key)
-    assert progs.compiled == 3 and [key for _chip, key in progs.cache] == [(1,), (3,)]
+    assert cache.compiled == 3 and [key[-1] for key in cache.programs] == [(1,), (3,)]
+    other = host.ModelRunner(T.make_model("structured", 1), progs.ranges, programs=cache)  # other weights
+    other.program((3,))
+    assert cache.compiled == 4, "another model's program is another program"
+    wider = host.ModelRunner(m, progs.ranges | {"q": 2 * progs.ranges["q"]}, programs=cache)
+    assert wider.program((3,)) is not progs.program((3,)) and cache.compiled == 6
     assert progs.fits([4000]) is not None  # a context no scratchpad holds
     assert "at least one request" in progs.fits([]) and "not an int" in progs.fits([2.5])
     with pytest.raises(ValueError, match="token 16"):
         progs.run([16], [(np.zeros((0, T.D)), np.zeros((0, T.D)))])
     with pytest.raises(ValueError, match="shapes"):
         progs.run([1], [(np.zeros(T.D), np.zeros(T.D))])
-    with pytest.raises(ValueError, match="capacity"):
-        BA.BatchPrograms(m, progs.ranges, capacity="3")
     with pytest.raises(ValueError, match="lack the groups"):
-        BA.BatchPrograms(m, {"x": 1.0})
+        host.ModelRunner(m, {"x": 1.0})
 
 
 # ---- the scheduler ------------------------------------------------------------------------------------
 
 
 def _run(m, progs, reqs, b_max, pages, page=4):
-    server = S.Server(m, b_max, pages, page, windows=WINDOWS, programs=progs, check=True)
+    server = S.Server(m, b_max, pages, page, windows=WINDOWS, runner=progs, check=True)
     for r in reqs:
         server.submit(r)
     problems = []
@@ -196,7 +201,7 @@ def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_
     m, progs = random_model
     reqs = [S.Request(i, prompt, n, W, at) for i, (prompt, n, W, at) in enumerate(specs)]
     fits = [r for r in reqs if S.pages_needed(r.rows, r.window, 4) <= pages]
-    server = S.Server(m, b_max, pages, 4, windows=WINDOWS, programs=progs, check=True)
+    server = S.Server(m, b_max, pages, 4, windows=WINDOWS, runner=progs, check=True)
     for r in reqs:
         if r in fits:
             server.submit(r)
@@ -207,12 +212,16 @@ def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_
 
     def after(srv, log):
         problems.extend(paged_tests.pool_invariants(srv.pool, str(len(srv.log))))
-        for run in srv.running:  # pages out of the window go back at once
-            keep = 0 if run.req.window is None else max(0, run.fed + 1 - run.req.window)
-            if srv.pool.dropped[run.req.rid] != keep // 4:
-                problems.append(f"step {len(srv.log)}: {run.req.rid} keeps pages before row {keep}")
-        wanted = {(r.prompt, r.window) for r in srv.queue}
-        problems.extend(f"prefix {key} kept for nobody" for key in srv.prefixes if key not in wanted)
+        for seq in srv.scheduler.running:  # pages out of the window go back at once
+            keep = 0 if seq.req.window is None else max(0, seq.fed + 1 - seq.req.window)
+            if srv.pool.dropped[seq.rid] != keep // 4:
+                problems.append(f"step {len(srv.log)}: {seq.rid} keeps pages before row {keep}")
+            if srv.blocks.held(seq.rid) > seq.reserved:
+                problems.append(f"step {len(srv.log)}: {seq.rid} holds more pages than it reserved")
+        if srv.blocks.reserved() > srv.blocks.n_pages:
+            problems.append(f"step {len(srv.log)}: the reservations exceed the pool")
+        wanted = {r.prefix_key for r in srv.scheduler.waiting}
+        problems.extend(f"prefix {key} kept for nobody" for key in srv.blocks.prefixes if key not in wanted)
 
     report = server.run(after)
     assert not problems
@@ -223,7 +232,7 @@ def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_
     served = sorted(fits, key=lambda r: r.arrival)  # first come, first served: ties in submission order
     assert [report.admitted[r.rid] for r in served] == sorted(report.admitted[r.rid] for r in served)
     assert max((len(s.rids) for s in report.steps), default=0) <= b_max
-    assert server.pool.used() == 0 and not server.pool.table and not server.prefixes
+    assert server.pool.used() == 0 and not server.pool.table and not server.blocks.prefixes
 
 
 class CountingMemory(np.ndarray):
@@ -248,7 +257,7 @@ def words_moved(P, feeds) -> tuple[int, int]:
     itself, not by the roofline's reading of the code."""
     from capra.machine import Machine
 
-    m = Machine.with_ext(C.ext_image(P, feeds), ga2_progs.ext_words())
+    m = Machine.with_ext(C.ext_image(P, feeds), C.isa.EXT_MEMORY)
     m.ext = m.ext.view(CountingMemory)
     m.ext.moved = [0]
     m.run(list(P.code))
@@ -270,7 +279,8 @@ def test_a_batch_reads_the_weights_once(structured, contexts):
         f = {"x": m["E"][[1 + i for i in range(len(ctxs))]]}
         for i, c in enumerate(ctxs):
             if c > 1:
-                f[f"kc_{i}"] = f[f"vc_{i}"] = rng.uniform(-0.5, 0.5, (c - 1, T.D))
+                names = T.slot_names(len(ctxs), i)
+                f[names.kc] = f[names.vc] = rng.uniform(-0.5, 0.5, (c - 1, T.D))
         return f
 
     moved, cycles = words_moved(progs.program(contexts), feeds(contexts))
@@ -285,7 +295,7 @@ def test_batching_the_same_requests_takes_fewer_cycles(structured):
     cycles = {}
     for b_max in (1, 4):
         server, problems = _run(m, progs, reqs, b_max, 64)
-        assert not problems and sorted(server.done) == list(range(8))
+        assert not problems and sorted(server.scheduler.done) == list(range(8))
         cycles[b_max] = server.run().cycles
     assert cycles[4] < cycles[1]
 
@@ -297,7 +307,7 @@ def test_structured_model_follows_its_rule_in_any_batch(structured):
     assert not problems
     report = server.run()
     for r in reqs:
-        assert server.done[r.rid].tokens == rule(r.prompt, r.n_new)
+        assert server.scheduler.done[r.rid].tokens == rule(r.prompt, r.n_new)
     cycles = sum(step.counters[0] for step in server.log)  # every step's own machine count
     assert report.cycles == cycles and report.generated == sum(r.n_new for r in reqs)
     assert report.tokens_per_kilocycle() == 1000 * sum(r.n_new for r in reqs) / cycles
@@ -308,9 +318,9 @@ def test_a_shared_prompt_is_forked_and_copied_on_write(structured):
     prompt = (2, 9, 4, 4, 1, 8)  # 6 rows: the second page is half full when the prefix is kept
     reqs = [S.Request("first", prompt, 3, None, 0), S.Request("late", prompt, 5, None, 100_000)]
     server, problems = _run(m, progs, reqs, 2, 16)
-    assert not problems and server.forked == {"late"}
-    assert server.done["late"].tokens == rule(prompt, 5)
-    done = server.done["late"]  # the logits too: the structured model's tokens ignore the K/V rows
+    assert not problems and server.scheduler.forked == {"late"}
+    assert server.scheduler.done["late"].tokens == rule(prompt, 5)
+    done = server.scheduler.done["late"]  # the logits too: the structured model's tokens ignore the K/V rows
     assert (done.tokens, done.logits) == S.decode_alone(reqs[1], progs)
     # the late request fed no prompt token itself: its steps are its own generated tokens only
     assert sum("late" in s.rids for s in server.log) == 5 - 1
@@ -323,8 +333,8 @@ def test_a_prefix_only_the_head_wants_does_not_block_it(structured):
     prompt = (1, 2, 3, 4, 5)
     reqs = [S.Request("A", prompt, 3, None, 0), S.Request("B", prompt, 13, None, 0)]
     server, problems = _run(m, progs, reqs, 1, 6)
-    assert not problems and server.finish_order == ["A", "B"] and server.forked == {"B"}
-    done = server.done["B"]  # the logits too: the structured model's tokens ignore the K/V rows
+    assert not problems and server.scheduler.finish_order == ["A", "B"] and server.scheduler.forked == {"B"}
+    done = server.scheduler.done["B"]  # the logits too: the structured model's tokens ignore the K/V rows
     assert (done.tokens, done.logits) == S.decode_alone(reqs[1], progs)
 
 
@@ -335,31 +345,32 @@ def test_a_later_request_does_not_jump_one_waiting_for_pages(structured):
     reqs = [S.Request("A", (1,), 15), S.Request("B", (2,), 15), S.Request("C", (3,), 1)]  # 16, 16, 2 rows
     server, problems = _run(m, progs, reqs, 4, 7)
     assert not problems
-    admitted = server.admitted
+    admitted = server.scheduler.admitted
     assert admitted["A"] == 0 < admitted["B"] <= admitted["C"]
-    assert server.finish_order[0] == "A"
+    assert server.scheduler.finish_order[0] == "A"
 
 
 def test_admission_waits_for_pages_and_loses_nothing(structured):
     m, progs = structured
     reqs = [S.Request(i, (i,), 20, None, 0) for i in range(4)]  # 20 rows: 5 pages each
     server, problems = _run(m, progs, reqs, 4, 10)
-    assert not problems and sorted(server.done) == [0, 1, 2, 3]
+    assert not problems and sorted(server.scheduler.done) == [0, 1, 2, 3]
     assert max(len(s.rids) for s in server.log) == 2  # two at a time: 10 pages hold two
     assert server.peak <= 10
 
 
 def test_admission_asks_the_compiler_about_the_scratchpad(structured):
     m, _ = structured
-    progs = BA.BatchPrograms(m, BA.calibrate_ranges(m, 4, (None,)))
+    progs = S.make_runner(m, 4)
     # each request alone fits; eight of them at context 120 would need about 8 x 2 x 120 x 4 words
     reqs = [S.Request(i, (1,), 120, None, 0) for i in range(8)]
-    server = S.Server(m, 8, 4096, 4, windows=(None,), programs=progs)
+    server = S.Server(m, 8, 4096, 4, windows=(None,), runner=progs)
     for r in reqs:
         server.submit(r)
     server.step()
-    assert 1 <= len(server.running) < 8
-    assert progs.fits([120] * (len(server.running) + 1)) is not None
+    running = len(server.scheduler.running)
+    assert 1 <= running < 8
+    assert progs.fits([120] * (running + 1)) is not None
 
 
 @pytest.mark.parametrize("make, error, match", [
@@ -384,34 +395,34 @@ def test_admission_asks_the_compiler_about_the_scratchpad(structured):
 def test_bad_requests_are_refused_and_change_nothing(structured, make, error, match):
     m, progs = structured
     server = S.Server(m, 2, 12 if match != r"needs 3 pages|does not fit" else 2, 4, windows=(None, 8),
-                      programs=progs)
+                      runner=progs)
     server.submit(S.Request("a", (1,), 3))
-    before = (list(server.queue), set(server.submitted), server.pool.used())
+    before = (list(server.scheduler.waiting), set(server.submitted), server.pool.used())
     with pytest.raises(error, match=match):
         server.submit(make())
-    assert (list(server.queue), set(server.submitted), server.pool.used()) == before
+    assert (list(server.scheduler.waiting), set(server.submitted), server.pool.used()) == before
 
 
 def test_a_context_beyond_the_scratchpad_is_refused_when_submitted(structured):
     m, progs = structured
-    server = S.Server(m, 2, 4096, 4, windows=(None,), programs=progs)
+    server = S.Server(m, 2, 4096, 4, windows=(None,), runner=progs)
     with pytest.raises(S.RequestRefused, match="does not fit the chip even alone"):
         server.submit(S.Request("long", (1,), 2000))
-    assert not server.queue and not server.submitted
+    assert not server.scheduler.waiting and not server.submitted
 
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"b_max": 0}, "b_max"), ({"b_max": 2.5}, "b_max"), ({"b_max": True}, "b_max"), ({"n_pages": 0}, "n_pages"),
     ({"n_pages": True}, "n_pages"), ({"page": 0}, "page"), ({"windows": (0,)}, "window must be >= 1, got 0"),
     ({"windows": 8}, "list of windows"), ({"windows": ()}, "at least one window"), ({"windows": (True,)}, "window"),
-    ({"steps": 0}, "steps"), ({"programs": "x"}, "BatchPrograms"),
+    ({"steps": 0}, "steps"), ({"runner": "x"}, "ModelRunner"),
     # each of these three used to run for minutes (or until memory ran out) before anything was said
     ({"n_pages": 10**10}, "rows, more than"), ({"steps": 10**6}, "no decode context past 1024"),
     ({"windows": (10**7,)}, "longer than any context"),
 ])
 def test_bad_server_settings(structured, kwargs, match):
     m, progs = structured
-    args = {"b_max": 2, "n_pages": 8, "windows": (None,), "programs": progs} | kwargs
+    args = {"b_max": 2, "n_pages": 8, "windows": (None,), "runner": progs} | kwargs
     with pytest.raises(ValueError, match=match):
         S.Server(m, **args)
 
@@ -423,18 +434,18 @@ def test_a_request_id_shaped_like_the_servers_own_prefix_key_is_just_an_id(struc
     reqs = [S.Request("x", (1, 2), 3), S.Request(("prefix", ((1, 2), None)), (5,), 6),
             S.Request("y", (1, 2), 3, None, 10**6)]
     server, problems = _run(m, progs, reqs, 2, 12)
-    assert not problems and server.forked == {"y"}
+    assert not problems and server.scheduler.forked == {"y"}
     for r in reqs:
-        assert server.done[r.rid].tokens == rule(r.prompt, r.n_new)
+        assert server.scheduler.done[r.rid].tokens == rule(r.prompt, r.n_new)
 
 
 def test_programs_follow_the_active_configuration(structured):
-    """A BatchPrograms kept its answers across configurations: a batch that fits the default
-    scratchpad was said to fit a 2,048-word one, then failed on the machine model."""
+    """A program cache must not keep its answers across configurations: a batch that fits the
+    default scratchpad was once said to fit a 2,048-word one, then failed on the machine model."""
     m, progs = structured
     assert progs.fits([40] * 4) is None
     with C.config.use(C.config.Config(sram_words=2048)):
-        fresh = BA.BatchPrograms(m, progs.ranges).fits([40] * 4)
+        fresh = host.ModelRunner(m, progs.ranges, programs=host.ProgramCache()).fits([40] * 4)
         assert fresh is not None and progs.fits([40] * 4) == fresh
 
 
@@ -451,7 +462,7 @@ def test_a_batch_key_is_checked_before_the_cache(structured, contexts, match):
 
 def test_a_refused_run_is_not_counted(structured):
     m, progs = structured
-    before = progs.distinct
+    before = set(progs.seen)
     bad = np.full((2, T.D), np.nan)
     with pytest.raises(ValueError, match="nan"):
         progs.run([1], [(bad, bad)])
@@ -459,7 +470,7 @@ def test_a_refused_run_is_not_counted(structured):
         progs.run([1], [None])
     with pytest.raises(ValueError, match="shapes"):
         progs.run([1], [(np.zeros((0, 5)), np.zeros((0, 5)))])
-    assert progs.distinct == before
+    assert progs.seen == before
 
 
 @pytest.mark.parametrize("change, match", [({"x": float("nan")}, "finite"), ({"q": 0.0}, "> 0"),
@@ -467,14 +478,15 @@ def test_a_refused_run_is_not_counted(structured):
 def test_bad_ranges_are_refused_when_the_programs_are_made(structured, change, match):
     m, progs = structured
     with pytest.raises(ValueError, match=match):
-        BA.BatchPrograms(m, progs.ranges | change)
+        host.ModelRunner(m, progs.ranges | change)
 
 
 def test_numpy_integers_are_taken_as_ints(structured):
     m, progs = structured
-    server = S.Server(m, np.int64(2), np.int64(8), windows=(None, np.int64(8)), programs=progs)
+    server = S.Server(m, np.int64(2), np.int64(8), windows=(None, np.int64(8)), runner=progs)
     server.submit(S.Request("a", (np.int64(3), 4), np.int64(2), np.int64(8), np.int64(0)))
-    assert server.queue[0] == S.Request("a", (3, 4), 2, 8, 0) and type(server.queue[0].n_new) is int
+    queued = server.scheduler.waiting[0]
+    assert queued == S.Request("a", (3, 4), 2, 8, 0) and type(queued.n_new) is int
     assert server.run().tokens["a"] == rule((3, 4), 2)
 
 
@@ -503,34 +515,31 @@ def test_pages_needed_matches_a_page_table():
 # ---- replays of random batch programs -----------------------------------------------------------
 
 
-def _batch_records(count: int) -> list[list[int]]:
+def _batch_records(count: int) -> list[image.Record]:
     records = []
     for seed in range(count):
         rng = np.random.default_rng(100 + seed)
         m = T.make_model("random", seed=seed)
-        progs = BA.BatchPrograms(m, BA.calibrate_ranges(m, 10, (None,), starts=range(4)))
+        progs = host.ModelRunner(m, host.calibrate(m, 10, starts=range(4)).ranges)
         B = 1 + seed % 9  # every batch size 1..9
-        contexts = [int(n) for n in rng.integers(1, 13, B)]
-        P = progs.program(sorted(contexts, reverse=True))
+        contexts = sorted((int(n) for n in rng.integers(1, 13, B)), reverse=True)
+        P = progs.program(contexts)
         feeds = {"x": rng.standard_normal((B, T.D))}
-        for i, n in enumerate(sorted(contexts, reverse=True)):
+        for i, n in enumerate(contexts):
             if n > 1:
-                feeds[f"kc_{i}"] = rng.standard_normal((n - 1, T.D))
-                feeds[f"vc_{i}"] = rng.standard_normal((n - 1, T.D))
-        records.append(ga2_progs.record(P.code, C.ext_image(P, feeds), 8192))
+                names = T.slot_names(B, i)
+                feeds[names.kc] = rng.standard_normal((n - 1, T.D))
+                feeds[names.vc] = rng.standard_normal((n - 1, T.D))
+        records.append(image.record(P.code, C.ext_image(P, feeds)))
     return records
 
 
-@needs_icarus
-@needs_verilator
+@needs_simulators
 def test_random_batch_programs_match_the_model_in_both_simulators():
     records = _batch_records(12)
-    codes = [r[ga2_progs.sections(r)["code"]] for r in records]
-    rows = {C.isa.Instr.decode(code[i : i + 4]).cnt for code in codes for i in range(0, len(code), 4)
-            if C.isa.Instr.decode(code[i : i + 4]).op == C.isa.OP_MM}
+    rows = {C.isa.Instr.decode(r.code[i : i + 4]).cnt for r in records for i in range(0, len(r.code), 4)
+            if C.isa.Instr.decode(r.code[i : i + 4]).op == C.isa.OP_MM}
     assert set(range(1, 10)) <= rows, "the batches should span one to nine rows"
-    expected = {i: r[ga2_progs.sections(r)["counters"]] for i, r in enumerate(records)}
-    for sim in ("icarus", "verilator"):
-        rc, out = replay(sim, records, "batch_programs", 8192)
-        assert rc == 0 and verdict(out).startswith("PASS"), verdict(out)
-        assert counters(out) == expected
+    verdicts = replay.replay(records, name="batch_programs")
+    assert all(v.passed for v in verdicts), [v.problems for v in verdicts]
+    assert all(v.counters == [r.counters for r in records] for v in verdicts)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 
 import capra
-import decode
-import ga2_progs
 import numpy as np
+import paged_lm as PL
 import pytest
+import replay
 import tiny_lm as T
-from conftest import needs_icarus, needs_verilator
-from replay_util import counters, replay, verdict
+from conftest import needs_simulators
+from replay import image
 
 
 def rule(start: int, n: int) -> list[int]:
@@ -61,16 +61,21 @@ def test_structured_model_follows_the_rule_in_float_for_every_start():
         assert toks == rule(start, 32)
 
 
+def chapter12_host(m: dict, steps: int) -> PL.PagedChip:
+    """Chapter 12's host: the cache kept as plain lists, no window."""
+    return PL.PagedChip(m, steps, W=None, paged=False, n_pages=-(-steps // 4) + 1)
+
+
 @pytest.fixture(scope="module")
 def structured_host():
-    return decode.ChipHost(T.make_model("structured"), 32)
+    return chapter12_host(T.make_model("structured"), 32)
 
 
 def test_structured_model_follows_the_rule_on_the_chip_for_every_start(structured_host):
     for start in range(16):
         toks, records = structured_host.generate(start, 32)
         assert toks == rule(start, 32), f"start {start}"
-        assert [r.tok for r in records] == rule(start, 32)[1:]
+        assert [r["tok"] for r in records] == rule(start, 32)[1:]
     assert sorted(structured_host.progs) == list(range(1, 33))
 
 
@@ -97,7 +102,7 @@ def test_machine_model_equals_the_programs_integer_semantics(structured_host):
 def test_random_model_logits_stay_within_15_percent_of_float(seed):
     """Every start token, every step of a 16-step decode, teacher-forced on the float tokens."""
     m = T.make_model("random", seed)
-    host = decode.ChipHost(m, 16)
+    host = chapter12_host(m, 16)
     for start in range(16):
         ref, kc, vc = [start], [], []
         floats = []
@@ -109,16 +114,26 @@ def test_random_model_logits_stay_within_15_percent_of_float(seed):
             ref.append(lg.index(max(lg)))
         _toks, records = host.generate(start, 16, force=ref)
         for L, (r, lg) in enumerate(zip(records, floats), start=1):
-            err = math.sqrt(sum((a - b) ** 2 for a, b in zip(r.logits, lg)) / sum(b * b for b in lg))
+            err = math.sqrt(sum((a - b) ** 2 for a, b in zip(r["logits"], lg)) / sum(b * b for b in lg))
             assert err < 0.15, f"seed {seed} start {start} step {L}: relative logit error {err:.3f}"
 
 
-@needs_icarus
-@needs_verilator
+def test_the_decode_graph_names_one_request_as_the_book_and_a_batch_per_request():
+    m = T.make_model("random", 3)
+    one = T.build_graph(m, 5)
+    assert one.inputs == ["x", "kc", "vc"] and one.outputs == ["logits", "tok", "k_new", "v_new"]
+    assert [one.shape(n) for n in one.inputs] == [(1, T.D), (4, T.D), (4, T.D)]
+    assert T.build_graph(m, 1).inputs == ["x"]
+    two = T.decode_graph(m, [5, 2])
+    assert two.inputs == ["x", "kc_0", "vc_0", "kc_1", "vc_1"]
+    assert two.outputs == ["logits", "tok", "k_0", "v_0", "k_1", "v_1"]
+
+
+@needs_simulators
 def test_decode_replays_on_both_simulators(structured_host):
     _toks, records = structured_host.generate(0, 32)
-    recs = [ga2_progs.record(r.code, r.ext) for r in records]
-    for sim in ("icarus", "verilator"):
-        out = replay(sim, recs, "decode32", ga2_progs.ext_words())[1]
-        assert verdict(out).startswith("PASS: 32 programs"), out[-2000:]
-        assert counters(out) == {i: r.counters.as_list() for i, r in enumerate(records)}
+    verdicts = replay.replay([image.record(r["code"], r["ext"]) for r in records], name="decode32")
+    assert all(v.passed for v in verdicts), [v.problems for v in verdicts]
+    for v in verdicts:
+        assert v.line.startswith("PASS: 32 programs")
+        assert v.counters == [r["counters"] for r in records]

@@ -22,34 +22,27 @@ job, copy it exactly (spaces included) into the mutant's OLD in this file, write
 of it as NEW, and check it alone: python tools/mut_ch15.py -k "<a word of its description>". If
 the job is gone from your code, delete the mutant and say why in your commit.
 
-The engine (copying, applying, running the checks) is model/mutation.py; it also holds the
-compiler, machine-model and RTL mutants of --all.
+The command is `capra mut` (tools/capra_cli/mut.py); the engine (copying, applying, running the
+checks) is tools/capra_cli/mutation.py, and the compiler, machine-model and RTL mutants of --all
+are in tools/capra_cli/mutants.py. This file holds the book's list and yours.
 """
 
-from __future__ import annotations
+if __name__ == "__main__":
+    import bootstrap
 
-import os
-import sys
+    bootstrap.need("numpy", "capra_cli")  # restart under .venv when this Python lacks the project
 
-import bootstrap
-
-bootstrap.need("numpy", "pytest", "hypothesis", "cocotb")  # what the checks of --all run with
-
-import cli  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
-
-import mutation as M  # noqa: E402
+from capra_cli.mutation import Mutant  # noqa: E402
 
 PAGED_LM = "model/paged_lm.py"
 
 
-def _book(area: str, old: str, new: str, what: str) -> M.Mutant:
-    return M.Mutant(area, PAGED_LM, old, new, what, "paged")
+def _book(area: str, old: str, new: str, what: str) -> Mutant:
+    return Mutant(area, PAGED_LM, old, new, what, "paged")
 
 
 # The book's eighteen, on this project's model/paged_lm.py (``mutation.BOOK`` is this list).
-BOOK: list[M.Mutant] = [
+BOOK: list[Mutant] = [
     _book("page table", "            self.free.append(p)", "            pass",
           "a page freed by its last owner is not returned to the free list"),
     _book("page table", "        if self.ref[p] == 0:", "        if self.ref[p] <= 1:",
@@ -91,38 +84,8 @@ BOOK: list[M.Mutant] = [
 ]
 
 # Exercise 5: your own mutants, in the same form; they run with the book's and count in its line.
-ADDED: list[M.Mutant] = []
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = cli.parser(__doc__)
-    ap.add_argument("--all", action="store_true", help="add the compiler, machine-model and RTL mutants")
-    ap.add_argument("--list", action="store_true", help="print the mutants and exit (runs nothing)")
-    ap.add_argument("-k", dest="word", help="only mutants whose area or description contains WORD")
-    ap.add_argument("-j", "--jobs", type=cli.int_range(1, 64), default=2,
-                    help="mutants checked at once, 1..64 (default 2)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print what each check reported")
-    args = ap.parse_args(argv)
-
-    mutants = BOOK + ADDED + (M.EXTENDED if args.all else [])
-    if args.word is not None:
-        if not args.word.strip():
-            ap.error("argument -k: an empty WORD would select every mutant; leave -k out for that")
-        mutants = [m for m in mutants if args.word.lower() in f"{m.area}: {m.what}".lower()]
-        if not mutants:
-            ap.error(f"argument -k: no mutant's area or description contains {args.word!r} (see --list)")
-    if args.list:
-        for m in mutants:
-            print(f"{m.area}: {m.what}\n    {m.file}: {m.old!r} -> {m.new!r}  [check: {m.check}]")
-        return 0
-    # Every check runs in a child that inherits GA2_EXT and GA2_CONFIG: a bad one (or a memory too
-    # small for the chapter's 32-step decode) is one line here, not an unbroken model that "fails
-    # its own checks". Importing the compiler reads GA2_CONFIG.
-    import limits
-
-    limits.require_decode(32, "the chapter's checks")
-    return M.report(mutants, jobs=args.jobs, verbose=args.verbose, full=args.all or bool(args.word))
+ADDED: list[Mutant] = []
 
 
 if __name__ == "__main__":
-    sys.exit(cli.run(main))
+    bootstrap.run("mut")

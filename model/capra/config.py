@@ -223,8 +223,9 @@ def from_environment(environ: dict[str, str] | None = None) -> Config:
     try:
         return Config(**values)
     except ConfigError as error:
-        where = ENV_EXT if ext is not None and "ext_memory=" in str(error) else ENV
-        raise ConfigError(f"{where}: {error}") from None
+        if ext is not None and str(error).startswith("ext_memory="):
+            raise ConfigError(f"{ENV_EXT}={_shown(ext)}: {error}") from None
+        raise ConfigError(f"{ENV}={_shown(text)}: {error}") from None
 
 
 def _from_env() -> Config:

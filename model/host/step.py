@@ -24,11 +24,15 @@ from capra.machine import run_program
 
 # The book's names for a step of one request, and where each is kept.
 _ONE_REQUEST = {"tok": "tokens", "ints": "ints", "logits": "logits", "ctx": "contexts"}
+BOOK_KEYS = ("L", "ctx", "code", "ext", "logits", "ints", "tok", "pages", "counters")
 
 
 @dataclass
-class Step:
-    """One program run on the machine model, per request of its batch in the host's order."""
+class Step(Mapping):
+    """One program run on the machine model, per request of its batch in the host's order.
+
+    For the book, a step of one request is also a read-only dict of BOOK_KEYS (``r["tok"]``,
+    ``set(r)``, ``dict(r)``)."""
 
     contexts: list[int]  # each request's context (cached rows + 1)
     tokens: list[int]  # the chip's argmax
@@ -58,9 +62,15 @@ class Step:
         """The book's dict access to a step of one request: r["tok"], r["ints"], r["L"], ..."""
         if name in _ONE_REQUEST:
             return getattr(self, _ONE_REQUEST[name])[0]
-        if name in ("k", "v"):
-            return getattr(self, name)[0]
+        if name not in BOOK_KEYS:
+            raise KeyError(name)
         return getattr(self, name)
+
+    def __iter__(self):
+        return iter(BOOK_KEYS)
+
+    def __len__(self) -> int:
+        return len(BOOK_KEYS)
 
     def select(self, order: Sequence[int]) -> Step:
         """The same step with its requests in `order` (indices into this step's requests)."""

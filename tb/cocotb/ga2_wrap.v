@@ -6,7 +6,7 @@
 // external memory's `mem` array directly between programs (u_ext.mem, as ga2_tb.v does). There is no
 // back door into the chip: the scratchpad is never cleared, and a program only reads words it wrote.
 module ga2_wrap #(
-    parameter integer EXTW         = 1024,  // capra.randprog.EXTW
+    parameter integer EXTW         = 1024,  // capra.randprog.SPAN
     parameter integer LATENCY      = 4,     // capra.isa.EXT_LATENCY
     parameter integer RANDOM_READY = 0
 ) (

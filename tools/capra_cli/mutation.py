@@ -9,27 +9,34 @@ How one mutant runs
     1. The repository's code (``COPIED``: model/, tools/, rtl/, tb/, tests/, pyproject.toml; never
        .venv or out/) is copied into a fresh temporary folder. The working tree is never touched.
     2. The one edit is applied there; the old text must occur exactly once.
-    3. The mutant's check runs in a subprocess whose working directory is the copy, with the copy's
-       folders first on the path. The copy's tools/hw.py roots its simulator cache at the copy's
-       out/sim, so a broken RTL never lands in the real out/sim cache.
+    3. The mutant's check runs in a subprocess whose working directory is the copy. Its
+       PYTHONPATH names the copy's model/ and tools/, so the copy's code is what runs (the project
+       is installed from the working tree; a path entry comes before the installed package), and
+       its simulator builds share the working tree's build cache (CAPRA_SIM_CACHE): builds are
+       keyed by the sources' contents, so a broken RTL gets builds of its own and never one of
+       the working tree's.
     4. A check that fails (non-zero exit, a crash, or a timeout) has *caught* the mutant.
 
 Before any mutant, the unbroken copy must pass every check the run uses; otherwise "caught" would
 mean nothing (a check that always fails catches everything).
 
-The checks
+The checks (each mutant names one; ``tier`` replaces them all with a whole test tier)
     paged     ``paged_tests.check_all()`` (Chapter 15): a non-empty problem list is a catch.
-    compiler  the compiler, quantizer and machine-model pytest files (simulator replays left out:
-              the integer reference in tests/int_reference.py is the independent side).
-    machine   the same pytest files, then the RTL replay: the machine model writes the expected
-              memory and counters into every replay record, so a machine-model mutant that the
-              Python tests cannot see is caught when Icarus disagrees with it.
+    compiler  the compiler, quantizer and machine-model tests that run no simulator (the integer
+              reference in tests/int_reference.py is the independent side).
+    machine   the same tests, then the RTL replay: the machine model writes the expected memory
+              and counters into every replay record, so a machine-model mutant that the Python
+              tests cannot see is caught when Icarus disagrees with it.
     rtl       the RTL replay of the 200 random programs and the hand-written ones on Icarus,
               then the cocotb test of the mutated block (when the mutant names one).
+    rtl_top   the same replay, then the sequencer's corners (illegal instructions, running off the
+              end of the instruction memory) on Icarus.
+    tier      ``make test-fast``, ``make test`` or ``make test-full``'s pytest (``TIERS``), stopping
+              at the first failure: which mutants each tier of the suite catches by itself.
 
 Mutants run on ``jobs`` worker threads (two by default, the machine's cores); each worker only
 waits for its subprocess, so at most ``jobs`` checks run at once. Every check runs in a process
-group of its own (tools/cli.py ``run_command``): a timeout kills the check with the simulators it
+group of its own (``replay.runs.run_command``): a timeout kills the check with the simulators it
 started, and Ctrl-C stops every running check before the tool exits.
 """
 
@@ -46,15 +53,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "tools") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tools"))
+from replay import runs
+from replay.simulators import CACHE_ENV, cache_dir
 
-import cli  # noqa: E402  (tools/cli.py: children in process groups)
-
+ROOT = runs.ROOT
 COPIED = ("model", "tools", "rtl", "tb", "tests", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache")
 CHECK_TIMEOUT = 900  # seconds; a mutant that hangs a check is caught (the checks must finish)
+TIER_TIMEOUT = 1800  # seconds for a whole tier
 
 CAUGHT = "caught"
 SURVIVED = "SURVIVED"
@@ -65,7 +71,7 @@ BOOK_SUMMARY = "page table, window and host"
 REANCHOR = ("NO LONGER APPLIES: the mutant's old text is not in its file exactly once, usually because that "
             "line was edited (an exercise does this). Re-anchor it: copy the line that now does the same job, "
             "exactly, into the mutant's old text, and its broken form into new (the book's mutants are in "
-            "tools/mut_ch15.py, the others in model/mutation.py); then run it alone with -k.")
+            "tools/mut_ch15.py, the others in tools/capra_cli/mutants.py); then run it alone with -k.")
 NOTE = ("NOTE: this run deliberately breaks copies of the code (never the working tree). "
         "'caught' is the EXPECTED result: it means the checks noticed the break.")
 
@@ -135,33 +141,32 @@ def apply(root: Path, mutant: Mutant) -> None:
 
 # ---- the checks ----------------------------------------------------------------------------------
 
-_PATH = "import sys; sys.path[:0] = ['model', 'tools', 'tests']\n"
-
-PAGED_SNIPPET = _PATH + """
+PAGED_SNIPPET = """
+import sys
 import paged_tests
 problems = paged_tests.check_all()
 print('\\n'.join(problems[:5]) or 'no problems')
 sys.exit(1 if problems else 0)
 """
 
-# The random suite of tests/test_replay.py on Icarus alone (its pytest test needs both simulators).
-REPLAY_SNIPPET = _PATH + """
-import ga2_progs
-from capra.randprog import EXTW, handwritten_programs, random_program
-from replay_util import counters, replay, verdict
-records = [ga2_progs.record(*random_program(seed), EXTW) for seed in range(200)]
-records += [ga2_progs.record(code, ext, EXTW) for _name, code, ext in handwritten_programs()]
-expected = {i: r[-6:-1] for i, r in enumerate(records)}
-rc, out = replay('icarus', records, 'mutation_random_suite', EXTW)
-line = verdict(out)
-print(line)
-sys.exit(0 if line.startswith(f'PASS: {len(records)} programs match') and counters(out) == expected else 1)
+# The random programs and the hand-written ones, on Icarus alone, judged like every replay.
+REPLAY_SNIPPET = """
+import sys
+import replay
+from capra.randprog import handwritten_programs, random_program
+from replay import image
+from replay.simulators import ICARUS
+records = [image.record(*random_program(seed)) for seed in range(200)]
+records += [image.record(code, ext) for _name, code, ext in handwritten_programs()]
+[verdict] = replay.replay(records, name='mutation_random_suite', simulators=[ICARUS])
+print(verdict.line)
+sys.exit(0 if verdict.passed else 1)
 """
 
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--hypothesis-seed=0"]
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly"]
 MODEL_TESTS = ["tests/test_numeric_edges.py", "tests/test_machine.py", "tests/test_compiler.py",
-               "tests/test_decode_report.py", "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
-NO_SIMULATORS = ["-k", "not both_simulators"]
+               "tests/test_report.py", "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
+NO_SIMULATORS = ["-m", "not sim"]
 
 CHECKS: dict[str, list[list[str]]] = {
     "paged": [[sys.executable, "-c", PAGED_SNIPPET]],
@@ -173,42 +178,60 @@ CHECKS: dict[str, list[list[str]]] = {
                 PYTEST + ["tests/test_replay.py", "-k", "(illegal or past_the_last) and icarus"]],
 }
 
+# The test tiers (tests/conftest.py, the Makefile): what `make test-fast`, `make test` and
+# `make test-full` run, here stopping at the first failure (-x).
+TIERS: dict[str, list[str]] = {
+    "fast": ["-m", "not sim and not slow"],
+    "test": ["-m", "not slow"],
+    "full": [],
+}
+
+
+def tier_command(tier: str) -> list[str]:
+    return PYTEST + TIERS[tier]
+
 
 def block_check(block: str) -> list[str]:
     """The cocotb test of one block (a case id of tests/test_blocks.py)."""
     return PYTEST + ["tests/test_blocks.py", "-k", block]
 
 
-def _environment() -> dict[str, str]:
+def _environment(root: Path) -> dict[str, str]:
+    """The check's environment: the copy's code first on the path, the shared simulator builds, and
+    every simulator required (a missing one fails a check rather than skipping what would catch)."""
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)  # the copy's folders only, never the working tree's
+    env["PYTHONPATH"] = os.pathsep.join(str(root / d) for d in ("model", "tools"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["CAPRA_REQUIRE_SIMULATORS"] = "1"
+    env[CACHE_ENV] = str(cache_dir())
     return env
 
 
-def run_commands(root: Path, commands: Sequence[Sequence[str]]) -> tuple[bool, str]:
+def run_commands(root: Path, commands: Sequence[Sequence[str]], timeout: float = CHECK_TIMEOUT) -> tuple[bool, str]:
     """Run the commands in the copy one after another; (all passed, output of the first failure)."""
     for cmd in commands:
         try:
-            proc = cli.run_command(cmd, cwd=root, env=_environment(), timeout=CHECK_TIMEOUT)
+            proc = runs.run_command(cmd, cwd=root, env=_environment(root), timeout=timeout)
         except subprocess.TimeoutExpired:
-            return False, f"timed out after {CHECK_TIMEOUT} s: {' '.join(cmd[:6])}"
+            return False, f"timed out after {timeout} s: {' '.join(cmd[:6])}"
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-8:]
             return False, "\n".join(tail)
     return True, ""
 
 
-def commands_for(mutant: Mutant) -> list[list[str]]:
+def commands_for(mutant: Mutant, tier: str | None = None) -> list[list[str]]:
+    if tier is not None:
+        return [tier_command(tier)]
     commands = list(CHECKS[mutant.check])
     if mutant.block:
         commands.append(block_check(mutant.block))
     return commands
 
 
-def run_mutant(mutant: Mutant, src: Path = ROOT,
-               runner: Callable[[Path, Sequence[Sequence[str]]], tuple[bool, str]] = run_commands) -> Result:
-    """Copy src, apply the mutant, run its check; the temporary copy is removed afterwards."""
+def run_mutant(mutant: Mutant, src: Path = ROOT, runner: Callable[..., tuple[bool, str]] = run_commands,
+               tier: str | None = None) -> Result:
+    """Copy src, apply the mutant, run its check (or the whole `tier`); the copy is removed after."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="capra-mutant-") as tmp:
         root = copy_repo(Path(tmp), src)
@@ -216,7 +239,7 @@ def run_mutant(mutant: Mutant, src: Path = ROOT,
             apply(root, mutant)
         except NoLongerApplies as e:
             return Result(mutant, NO_LONGER_APPLIES, str(e), time.monotonic() - start)
-        passed, detail = runner(root, commands_for(mutant))
+        passed, detail = runner(root, commands_for(mutant, tier), *([TIER_TIMEOUT] if tier else []))
     if passed:
         status = EQUIVALENT if mutant.equivalent else SURVIVED
         detail = mutant.equivalent or detail
@@ -226,17 +249,20 @@ def run_mutant(mutant: Mutant, src: Path = ROOT,
 
 
 def run_unbroken(checks: Iterable[str], src: Path = ROOT, blocks: Iterable[str] = (),
-                 runner: Callable[[Path, Sequence[Sequence[str]]], tuple[bool, str]] = run_commands) -> Result:
-    """Run the named checks (and the cocotb tests of the named blocks) on an unmodified copy;
-    status CAUGHT here means the unbroken code FAILS."""
+                 runner: Callable[..., tuple[bool, str]] = run_commands, tier: str | None = None) -> Result:
+    """Run the named checks (and the cocotb tests of the named blocks), or the whole `tier`, on an
+    unmodified copy; status CAUGHT here means the unbroken code FAILS."""
     start = time.monotonic()
-    commands = [cmd for name in dict.fromkeys(checks) for cmd in CHECKS[name]]
-    blocks = sorted(set(blocks))
-    if blocks:
-        commands.append(block_check(" or ".join(blocks)))
+    if tier is not None:
+        commands = [tier_command(tier)]
+    else:
+        commands = [cmd for name in dict.fromkeys(checks) for cmd in CHECKS[name]]
+        blocks = sorted(set(blocks))
+        if blocks:
+            commands.append(block_check(" or ".join(blocks)))
     with tempfile.TemporaryDirectory(prefix="capra-unbroken-") as tmp:
         root = copy_repo(Path(tmp), src)
-        passed, detail = runner(root, commands)
+        passed, detail = runner(root, commands, *([TIER_TIMEOUT] if tier else []))
     return Result(None, SURVIVED if passed else CAUGHT, detail, time.monotonic() - start)
 
 
@@ -253,15 +279,16 @@ class Run:
 
 def run_all(mutants: Sequence[Mutant], jobs: int = 2, src: Path = ROOT,
             on_result: Callable[[Result], None] | None = None,
-            on_unbroken: Callable[[bool], None] | None = None) -> Run:
-    """The unbroken copy first (every check the mutants use), then the mutants, `jobs` at a time.
+            on_unbroken: Callable[[bool], None] | None = None, tier: str | None = None) -> Run:
+    """The unbroken copy first (every check the mutants use, or the tier), then the mutants, `jobs`
+    at a time.
 
     Results come back in the order of ``mutants``; ``on_result`` sees each one as soon as it and
     all those before it are done, so the report streams in a stable order.
     """
     start = time.monotonic()
-    checks = [m.check for m in mutants]
-    unbroken = run_unbroken(checks, src, blocks=[m.block for m in mutants if m.block])
+    unbroken = run_unbroken([m.check for m in mutants], src, blocks=[m.block for m in mutants if m.block],
+                            tier=tier)
     run = Run(unbroken.status == SURVIVED, unbroken.detail)
     if on_unbroken:
         on_unbroken(run.unbroken_passes)
@@ -269,7 +296,7 @@ def run_all(mutants: Sequence[Mutant], jobs: int = 2, src: Path = ROOT,
         run.seconds = time.monotonic() - start
         return run
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_mutant, m, src) for m in mutants]
+        futures = [pool.submit(run_mutant, m, src, tier=tier) for m in mutants]
         try:
             for future in futures:
                 result = future.result()
@@ -279,7 +306,7 @@ def run_all(mutants: Sequence[Mutant], jobs: int = 2, src: Path = ROOT,
         except BaseException:  # Ctrl-C: the workers wait for their checks, so stop those first
             for future in futures:
                 future.cancel()
-            cli.kill_children()
+            runs.kill_children()
             raise
     run.seconds = time.monotonic() - start
     return run
@@ -299,16 +326,19 @@ def accounted_for(result: Result) -> bool:
     return result.status in (CAUGHT, EQUIVALENT)
 
 
-
 def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full: bool = False,
-           out: Callable[[str], None] = print) -> int:
-    """Run the mutants and print the chapter's report; returns 0 when every mutant is caught.
+           out: Callable[[str], None] = print, tier: str | None = None) -> Run | None:
+    """Run the mutants and print the chapter's report; the Run (None when the unbroken code fails).
 
     One line per mutant, in list order. Without ``full`` (the book's run) the last line is
     ``page table, window and host: <k> of <n> broken versions caught``; with ``full`` a
-    caught / total line per area, that line, and the wall time follow.
+    caught / total line per area, that line, and the wall time follow. With ``tier``, every
+    mutant is judged by that whole test tier instead of its own check.
     """
     out(NOTE)
+    if tier is not None:
+        out(f"every mutant is judged by the test tier '{tier}': pytest {' '.join(TIERS[tier])} (stopping at the "
+            "first failure)")
     previous: list[str] = []
 
     def show(result: Result) -> None:
@@ -320,13 +350,13 @@ def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full
             for line in result.detail.splitlines():
                 out(f"    | {line}")
 
-    run = run_all(mutants, jobs=jobs, on_result=show,
+    run = run_all(mutants, jobs=jobs, on_result=show, tier=tier,
                   on_unbroken=lambda ok: out(f"unbroken model passes: {ok}"))
     if not run.unbroken_passes:
         out("the unbroken code fails its own checks, so no mutant can be judged:")
         for line in run.unbroken_detail.splitlines():
             out(f"    | {line}")
-        return 1
+        return None
     book = [r for r in run.results if r.mutant.check == "paged"]
     book_line = f"{BOOK_SUMMARY}: {sum(r.status == CAUGHT for r in book)} of {len(book)} broken versions caught"
     n = len(run.results)
@@ -347,21 +377,4 @@ def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full
     if any(r.status == NO_LONGER_APPLIES for r in run.results):
         out("")
         out(REANCHOR)
-    return 0 if all(accounted_for(r) for r in run.results) else 1
-
-# ---- the book's eighteen (Chapter 15) -----------------------------------------------------------
-# They are listed in tools/mut_ch15.py, where the book puts them and where exercise 5 adds one;
-# ``mutation.BOOK`` reads that list.
-
-
-def __getattr__(name: str):
-    if name == "BOOK":
-        tools = str(ROOT / "tools")
-        if tools not in sys.path:
-            sys.path.insert(0, tools)
-        import mut_ch15
-
-        return mut_ch15.BOOK
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+    return run

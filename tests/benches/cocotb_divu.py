@@ -11,7 +11,8 @@ import itertools
 
 import cocotb
 from capra import isa
-from cocotb_util import Cycles, reset, rng, start_clock
+
+from benches.cocotb_util import Cycles, reset, rng, start_clock
 
 MASK32 = 0xFFFFFFFF
 RESULT_CYCLE = isa.DIV_CYCLES + 1  # results valid from cycle s + 33

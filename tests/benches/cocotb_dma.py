@@ -29,7 +29,8 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.dma import DmaTimeline
-from cocotb_util import Cycles, Scratchpad, reset, rng, start_clock, value
+
+from benches.cocotb_util import Cycles, Scratchpad, reset, rng, start_clock, value
 
 QUEUE = isa.DMA_QUEUE
 EXT_WORDS = 1 << 16

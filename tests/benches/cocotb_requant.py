@@ -13,8 +13,9 @@ import itertools
 
 import cocotb
 from capra import isa
-from cocotb_util import rng, s8, start_clock
 from int_reference import requantize_ref
+
+from benches.cocotb_util import rng, s8, start_clock
 
 LATENCY = 5  # y in cycle t + 5
 ACC_EXTREMES = (-(1 << 31), (1 << 31) - 1, 0, 1, -1, -2, 2, 127, 128, -128, -129)

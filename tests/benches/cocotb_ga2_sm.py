@@ -12,7 +12,8 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import softmax_int8
-from cocotb_util import (
+
+from benches.cocotb_util import (
     pack_int8,
     random_int8,
     run_unit,

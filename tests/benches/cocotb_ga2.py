@@ -30,8 +30,10 @@ import numpy as np
 from capra import HazardError, ProgramError, asm, isa
 from capra.isa import Instr
 from capra.machine import run_program
-from capra.randprog import EXTW, handwritten_programs, random_program
-from cocotb_util import Cycles, rng, show, start_clock, value
+from capra.randprog import SPAN as EXTW
+from capra.randprog import handwritten_programs, random_program
+
+from benches.cocotb_util import Cycles, rng, show, start_clock, value
 
 RANDOM_PROGRAMS = 40
 COUNTERS = ("c0", "c1", "c2", "c3", "c4")
@@ -58,7 +60,7 @@ class Bench:
         dut.rst.value = 1
         self.latency = int(dut.LATENCY.value)
         self.not_ready = int(dut.RANDOM_READY.value) != 0
-        assert int(dut.EXTW.value) == EXTW, f"ga2_wrap EXTW={int(dut.EXTW.value)}, capra.randprog.EXTW={EXTW}"
+        assert int(dut.EXTW.value) == EXTW, f"ga2_wrap EXTW={int(dut.EXTW.value)}, capra.randprog.SPAN={EXTW}"
 
     async def load(self, code: list[int], image: list[int]) -> None:
         """With rst high: the code and a HALT through the imem port, one word per cycle; the external image

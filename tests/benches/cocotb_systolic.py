@@ -22,7 +22,8 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import wrap32
-from cocotb_util import Cycles, reset, rng, s32, start_clock
+
+from benches.cocotb_util import Cycles, reset, rng, s32, start_clock
 
 RESULT_DELAY = 3  # operands on a PE's inputs in cycle x are in res from x + 3
 # tiles per group in each layout; N = 8 costs most per cycle (64 PEs to compare), so it gets fewer

@@ -11,7 +11,8 @@ the same cycle: GA2 never does that, and block RAMs disagree on what it returns.
 from __future__ import annotations
 
 import cocotb
-from cocotb_util import rng, show, start_clock, words32
+
+from benches.cocotb_util import rng, show, start_clock, words32
 
 CYCLES = 8000
 

@@ -15,7 +15,8 @@ import numpy as np
 from capra import isa
 from capra.machine import requantize, wrap32
 from cocotb.triggers import RisingEdge, Timer
-from cocotb_util import (
+
+from benches.cocotb_util import (
     Scratchpad,
     pack_int8,
     random_int8,

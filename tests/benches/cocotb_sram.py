@@ -16,7 +16,8 @@ written a cycle or a few before.
 from __future__ import annotations
 
 import cocotb
-from cocotb_util import SRAM_RD_LAT, rng, show, start_clock, words32
+
+from benches.cocotb_util import SRAM_RD_LAT, rng, show, start_clock, words32
 
 CYCLES = 10000
 LINE = 4

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import cocotb
 from capra.machine import exp_table
-from cocotb_util import rng, start_clock
+
+from benches.cocotb_util import rng, start_clock
 
 LATENCY = 1  # e in cycle t + 1
 RANDOM_READS = 1000
