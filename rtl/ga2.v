@@ -105,7 +105,7 @@ module ga2 (
                           && ({9'd0, w3[23:16]} < mm_end) && (mm_end <= mm_tiles);
     wire       fields_ok = is_dma         ? (cnt != 16'd0) && (fc != 16'd0) && (w3[23:16] == 8'd0)
                          : (op == OP_MM)   ? mm_ok
-                         : (op == OP_VEC)  ? (cnt != 16'd0) && (sub <= VEC_ARGMAX)  // the last sub-op
+                         : (op == OP_VEC)  ? (cnt != 16'd0) && (sub <= VEC_LAST)
                          : (op == OP_SMAX) ? (cnt != 16'd0)
                          : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
                          : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])

@@ -44,6 +44,7 @@ localparam [3:0] VEC_MUL    = 4'd2;
 localparam [3:0] VEC_MAX    = 4'd3;
 localparam [3:0] VEC_RELU   = 4'd4;
 localparam [3:0] VEC_ARGMAX = 4'd5;
+localparam [3:0] VEC_LAST   = 4'd5;  // the last sub-op: the decoder refuses any above it
 
 localparam integer SM_SINK = 1;
 /* verilator lint_on UNUSEDPARAM */

@@ -49,8 +49,9 @@ def _python_constants() -> dict[str, int]:
     }
     for name in ("HALT", "LOAD", "STORE", "WAIT", "QCFG", "MM", "VEC", "SMAX"):
         expected[f"OP_{name}"] = getattr(isa, f"OP_{name}")
-    for name in ("COPY", "ADD", "MUL", "MAX", "RELU", "ARGMAX"):
-        expected[f"VEC_{name}"] = getattr(isa, f"VEC_{name}")
+    for code, op in isa.VEC_OPS.items():  # the table is the one definition of the sub-ops
+        expected[f"VEC_{op.name.upper()}"] = code
+    expected["VEC_LAST"] = isa.VEC_LAST
     return expected
 
 

@@ -161,3 +161,32 @@ def test_program_filling_imem_without_halt_is_rejected():
 def test_huge_dma_is_an_error_not_an_allocation():
     with pytest.raises(ProgramError, match="DMA reaches SRAM word"):
         run_program(asm.load(0, 0, 65535, 65535) + asm.halt(), [], 64)
+
+
+# Every VEC sub-op on one pair of rows, its result worked out by hand from docs/isa.md's table
+# (the QCFG registers qa=3, qb=2, qs=2; requant rounds half up and saturates to int8). A sub-op
+# added to capra.isa.VEC_OPS needs its row here: the test fails until it has one.
+VEC_A = [5, -7, 100, -128, 0, 1]
+VEC_B = [2, 3, 90, -128, -1, 1]
+VEC_BY_HAND = {
+    "copy": [5, -7, 100, -128, 0, 1],
+    "add": [5, -4, 120, -128, 0, 1],  # (3a + 2b + 2) >> 2: 21>>2, -13>>2 = -4, 482>>2, -638>>2 saturated, 0>>2
+    "mul": [8, -16, 127, 127, 0, 1],  # (3ab + 2) >> 2: 32>>2, -61>>2 = -16, 27002>>2 saturated, ...
+    "max": [5, 3, 100, -128, 0, 1],
+    "relu": [5, 0, 100, 0, 0, 1],
+    "argmax": 2,  # the index of the first maximum of a
+}
+
+
+def test_every_vec_sub_op_computes_its_documented_result():
+    assert set(VEC_BY_HAND) == set(isa.VEC_NAMES.values()), "every sub-op of isa.VEC_OPS needs a row here"
+    n = len(VEC_A)
+    for code, name in isa.VEC_NAMES.items():
+        m = run_program(asm.load(0, 0, 1, 4) + asm.wait() + asm.qcfg(qa=3, qb=2, shift=2)
+                        + asm.vec(code, 0, 20, n, b=2) + asm.store(20, 40, 1, 2) + asm.halt(),
+                        pack(VEC_A + [0, 0]) + pack(VEC_B + [0, 0]), 64)
+        if isinstance(VEC_BY_HAND[name], int):
+            assert int(m.ext[40]) == VEC_BY_HAND[name], name
+        else:
+            got = np.asarray(m.ext[40:42], dtype=np.uint32).view(np.int8)[:n].tolist()
+            assert got == VEC_BY_HAND[name], name

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write rtl/exp_lut.v from the machine model's exponent table, so the RTL and Python share one table. The command is `capra exp-lut` (tools/capra_cli/exp_lut.py); this script keeps its name."""
+"""Write (or, with --check, compare) what is generated from the model: rtl/exp_lut.v and the VEC
+table of docs/isa.md. The command is `capra gen` (tools/capra_cli/gen.py)."""
 import bootstrap
 
-bootstrap.run("exp-lut")
+bootstrap.run("gen")

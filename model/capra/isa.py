@@ -17,6 +17,7 @@ An int32 value takes one word.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -85,6 +86,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return derive(_config.active())
 
+
 # --- softmax fixed-point scheme ---------------------------------------------------------------
 SM_IN_FRAC = 4  # the exponent table steps by 1/16: entry d is exp(-d/16)
 SM_EXP_BITS = 15  # exp table entries are round(2**15 * exp(-d/16)), d in 0..255
@@ -93,6 +95,57 @@ SM_SCALE_ONE = 1 << SM_SCALE_SHIFT  # smul = 2**14 * (1/16): inputs whose scale 
 SM_RECIP_BITS = 31  # R = floor(2**31 / sum)
 SM_OUT_SHIFT = 24  # p = min(127, (E * R + 2**23) >> 24): probabilities with scale 1/128
 SM_OUT_MAX = 127
+
+# --- the chip's integer arithmetic ----------------------------------------------------------------
+# What the units compute, in Python integers (exact): the machine model runs it, the RTL must equal it.
+
+INT8_MIN, INT8_MAX = -128, 127
+
+
+def exp_table() -> list[int]:
+    """The softmax exponent table: entry d is round(2**15 * exp(-d / 16)) for d in 0..255, where d is
+    max - x expressed in steps of 1/16 (``table_index``)."""
+    d = np.arange(256, dtype=np.float64)
+    return [int(v) for v in np.floor(np.exp(-d / (1 << SM_IN_FRAC)) * (1 << SM_EXP_BITS) + 0.5)]
+
+
+EXP_TABLE = np.array(exp_table(), dtype=np.int64)
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap to int32, as the hardware's 32-bit accumulators do."""
+    return ((np.asarray(x, dtype=np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
+
+
+def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
+    """int32 -> int8: multiply by an unsigned 16-bit multiplier, shift right rounding half up, saturate.
+
+    Python integers are exact, so this is the reference the RTL's requant block must equal.
+    """
+    p = np.asarray(acc, dtype=object) * int(mult)
+    if shift > 0:
+        p = (p + (1 << (shift - 1))) >> shift
+    return np.clip(p.astype(np.int64), INT8_MIN, INT8_MAX)
+
+
+def table_index(diff, smul: int):
+    """Exponent-table index of a difference max - x (in input units): rescaled to steps of 1/16."""
+    half = 1 << (SM_SCALE_SHIFT - 1)
+    return np.minimum(255, (np.asarray(diff, dtype=np.int64) * smul + half) >> SM_SCALE_SHIFT)
+
+
+def softmax_int8(x: np.ndarray, sink: int | None, smul: int = SM_SCALE_ONE) -> np.ndarray:
+    """GA2's integer softmax of one int8 row to probabilities with scale 1/128.
+
+    smul = 2**14 * (the input's scale) turns a difference of inputs into table steps of 1/16.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    m = int(x.max()) if sink is None else max(int(x.max()), sink)
+    e = EXP_TABLE[table_index(m - x, smul)]
+    total = int(e.sum()) + (int(EXP_TABLE[table_index(m - sink, smul)]) if sink is not None else 0)
+    recip = (1 << SM_RECIP_BITS) // total
+    return np.minimum(SM_OUT_MAX, (e * recip + (1 << (SM_OUT_SHIFT - 1))) >> SM_OUT_SHIFT)
+
 
 # --- opcodes -------------------------------------------------------------------------------
 OP_HALT = 0
@@ -126,26 +179,46 @@ MM_BROWS = 8  # B is given as K rows of M (x @ W); else as M rows of K (a @ b.T,
 SM_SINK = 1  # include one extra logit (the sink, an int8 immediate) in the max and the sum
 # SMAX e field: [7:0] the sink logit (int8, in the input's scale), [23:8] smul (the input scale)
 
-# VEC sub-operations
-VEC_COPY = 0  # y = a
-VEC_ADD = 1  # y = sat8((a*qa + b*qb + rnd) >> qs)
-VEC_MUL = 2  # y = sat8((a*b*qa + rnd) >> qs)
-VEC_MAX = 3  # y = max(a, b)
-VEC_RELU = 4  # y = max(a, 0)
-VEC_ARGMAX = 5  # one int32 word: the index of the first maximum of a[0:n]
+# VEC sub-operations: the table below is their one definition. The machine model computes and times
+# a VEC from it, the assembler, the disassembler and the random programs take their names and
+# codes from it, docs/isa.md's table is generated from it (tools/gen_exp_lut.py), and
+# tests/test_isa_sync.py checks rtl/ga2_defs.vh's VEC_<NAME> codes and VEC_LAST against it. Adding
+# a sub-op: a row here, its code in rtl/ga2_defs.vh, its datapath in rtl/ga2_vec.v, and a test
+# (docs/architecture.md walks through it).
+VEC_COPY = 0
+VEC_ADD = 1
+VEC_MUL = 2
+VEC_MAX = 3
+VEC_RELU = 4
+VEC_ARGMAX = 5
 
-VEC_NAMES = {
-    VEC_COPY: "copy",
-    VEC_ADD: "add",
-    VEC_MUL: "mul",
-    VEC_MAX: "max",
-    VEC_RELU: "relu",
-    VEC_ARGMAX: "argmax",
+
+class VecOp(NamedTuple):
+    """One VEC sub-operation on rows of n int8 elements `a` and `b` (with the QCFG registers
+    q.qa, q.qb, q.qs)."""
+
+    name: str
+    reads_b: bool  # reads b beside a, word by word (two words in one bank cost a cycle more)
+    writes_index: bool  # writes one int32 word (an index), not an int8 row of n elements
+    meaning: str  # its line in docs/isa.md's table
+    compute: Callable  # (a, b, q) -> the int8 row (or the index) it writes
+
+
+VEC_OPS: dict[int, VecOp] = {
+    VEC_COPY: VecOp("copy", False, False, "`a`", lambda a, b, q: a),
+    VEC_ADD: VecOp("add", True, False, "`requant(a*qa + b*qb, 1, qs)`: a residual of two tensors with their own "
+                   "scales", lambda a, b, q: requantize(a * q.qa + b * q.qb, 1, q.qs)),
+    VEC_MUL: VecOp("mul", True, False, "`requant(a*b, qa, qs)`: element-wise products (rotary positions, gates)",
+                   lambda a, b, q: requantize(a * b, q.qa, q.qs)),
+    VEC_MAX: VecOp("max", True, False, "`max(a, b)`", lambda a, b, q: np.maximum(a, b)),
+    VEC_RELU: VecOp("relu", False, False, "`max(a, 0)`", lambda a, b, q: np.maximum(a, 0)),
+    VEC_ARGMAX: VecOp("argmax", False, True, "one int32 word at `dst`: the index of the first maximum of "
+                      "`a[0:n]`", lambda a, b, q: int(np.argmax(a))),
 }
+VEC_NAMES = {code: op.name for code, op in VEC_OPS.items()}
+VEC_LAST = max(VEC_OPS)  # the decoder refuses a sub-op above it
 
 FIELD_MASK16 = 0xFFFF
-
-
 
 
 @dataclass(frozen=True)
@@ -323,8 +396,7 @@ def vec_clashes(n: int, a: int, b: int) -> int:
 def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
     """Execute cycles of VEC: a setup cycle, one cycle per word read (two for a word whose two
     operands share a bank), the operands' read latency and the pipeline to the last write."""
-    two = sub in (VEC_ADD, VEC_MUL, VEC_MAX)
-    clashes = vec_clashes(n, a, b) if two else 0
+    clashes = vec_clashes(n, a, b) if VEC_OPS[sub].reads_b else 0
     return 1 + words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
 
 

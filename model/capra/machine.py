@@ -29,9 +29,11 @@ import numpy as np
 
 from . import isa
 from .dma import DmaTimeline, race
-from .isa import Instr
+from .isa import EXP_TABLE, INT8_MAX, INT8_MIN, Instr, exp_table, requantize, softmax_int8, table_index, wrap32
 
-INT8_MIN, INT8_MAX = -128, 127
+# The chip's arithmetic is defined with its instructions, in capra.isa; these names stay importable here.
+__all__ = ["EXP_TABLE", "INT8_MAX", "INT8_MIN", "Counters", "HazardError", "Machine", "ProgramError", "disassemble",
+           "exp_table", "requantize", "run_program", "softmax_int8", "table_index", "wrap32"]
 
 
 class ProgramError(ValueError):
@@ -40,51 +42,6 @@ class ProgramError(ValueError):
 
 class HazardError(ProgramError):
     """A compute instruction touches scratchpad words of a DMA transfer that is still in flight."""
-
-
-def exp_table() -> list[int]:
-    """The softmax exponent table: entry d is round(2**15 * exp(-d / 16)) for d in 0..255, where d is
-    max - x expressed in steps of 1/16 (``table_index``)."""
-    d = np.arange(256, dtype=np.float64)
-    return [int(v) for v in np.floor(np.exp(-d / (1 << isa.SM_IN_FRAC)) * (1 << isa.SM_EXP_BITS) + 0.5)]
-
-
-EXP_TABLE = np.array(exp_table(), dtype=np.int64)
-
-
-def wrap32(x: np.ndarray) -> np.ndarray:
-    """Two's-complement wrap to int32, as the hardware's 32-bit accumulators do."""
-    return ((np.asarray(x, dtype=np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)
-
-
-def requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
-    """int32 -> int8: multiply by an unsigned 16-bit multiplier, shift right rounding half up, saturate.
-
-    Python integers are exact, so this is the reference the RTL's requant block must equal.
-    """
-    p = np.asarray(acc, dtype=object) * int(mult)
-    if shift > 0:
-        p = (p + (1 << (shift - 1))) >> shift
-    return np.clip(p.astype(np.int64), INT8_MIN, INT8_MAX)
-
-
-def table_index(diff, smul: int):
-    """Exponent-table index of a difference max - x (in input units): rescaled to steps of 1/16."""
-    half = 1 << (isa.SM_SCALE_SHIFT - 1)
-    return np.minimum(255, (np.asarray(diff, dtype=np.int64) * smul + half) >> isa.SM_SCALE_SHIFT)
-
-
-def softmax_int8(x: np.ndarray, sink: int | None, smul: int = isa.SM_SCALE_ONE) -> np.ndarray:
-    """GA2's integer softmax of one int8 row to probabilities with scale 1/128.
-
-    smul = 2**14 * (the input's scale) turns a difference of inputs into table steps of 1/16.
-    """
-    x = np.asarray(x, dtype=np.int64)
-    m = int(x.max()) if sink is None else max(int(x.max()), sink)
-    e = EXP_TABLE[table_index(m - x, smul)]
-    total = int(e.sum()) + (int(EXP_TABLE[table_index(m - sink, smul)]) if sink is not None else 0)
-    recip = (1 << isa.SM_RECIP_BITS) // total
-    return np.minimum(isa.SM_OUT_MAX, (e * recip + (1 << (isa.SM_OUT_SHIFT - 1))) >> isa.SM_OUT_SHIFT)
 
 
 @dataclass
@@ -260,15 +217,15 @@ class Machine:
                 bm = self._int8_rows(b, k, m)
             else:
                 bm = self._int8_rows(b, m, k).T
-            acc = wrap32(am @ bm[:, cols])
+            acc = isa.wrap32(am @ bm[:, cols])
             if flags & isa.MM_BIAS:
                 bias = self.sram[self.qbias : self.qbias + m].view(np.int32).astype(np.int64)
-                acc = wrap32(acc + bias[None, cols])
+                acc = isa.wrap32(acc + bias[None, cols])
             if flags & isa.MM_RELU:
                 acc = np.maximum(acc, 0)
             if flags & isa.MM_OUT8:
                 # the window's columns, packed from the window's first lane: its words, row by row
-                self.sram[written] = isa.pack_int8_rows(requantize(acc, self.qa, self.qs))
+                self.sram[written] = isa.pack_int8_rows(isa.requantize(acc, self.qa, self.qs))
             else:
                 self.sram[written] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 
@@ -277,44 +234,35 @@ class Machine:
         self.counters.mm_busy += self._run_compute(pc, "MM", cycles, access, effect)
 
     def _vec(self, pc: int, ins: Instr) -> None:
-        n, sa, sb, dst, sub = ins.cnt, ins.a, ins.b, ins.c, ins.sub
-        if n < 1 or sub not in isa.VEC_NAMES:
-            raise ProgramError(f"instruction {pc}: VEC sub-op {sub} with n={n}")
+        n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
+        op = isa.VEC_OPS.get(ins.sub)
+        if n < 1 or op is None:
+            raise ProgramError(f"instruction {pc}: VEC sub-op {ins.sub} with n={n}")
         nw = isa.words_for(n)
-        two = sub in (isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
         self._check_sram(pc, "VEC a", sa, nw)
         reads = _span(sa, nw)
-        if two:
+        if op.reads_b:
             self._check_sram(pc, "VEC b", sb, nw)
             reads |= _span(sb, nw)
-        out_words = 1 if sub == isa.VEC_ARGMAX else nw
+        out_words = 1 if op.writes_index else nw
         self._check_sram(pc, "VEC dst", dst, out_words)
         writes = _span(dst, out_words)
-        if sub != isa.VEC_ARGMAX:
-            for src in (sa, sb) if two else (sa,):
+        if not op.writes_index:
+            for src in (sa, sb) if op.reads_b else (sa,):
                 if src != dst and writes & _span(src, nw):
                     raise ProgramError(f"instruction {pc}: VEC destination partly overlaps a source")
 
         def effect() -> None:
             x = self._int8_rows(sa, 1, n)[0]
-            y = self._int8_rows(sb, 1, n)[0] if two else None
-            if sub == isa.VEC_ARGMAX:
-                self.sram[dst] = np.uint32(int(np.argmax(x)))
-                return
-            if sub == isa.VEC_COPY:
-                z = x
-            elif sub == isa.VEC_ADD:
-                z = requantize(x * self.qa + y * self.qb, 1, self.qs)
-            elif sub == isa.VEC_MUL:
-                z = requantize(x * y, self.qa, self.qs)
-            elif sub == isa.VEC_MAX:
-                z = np.maximum(x, y)
+            y = self._int8_rows(sb, 1, n)[0] if op.reads_b else None
+            z = op.compute(x, y, self)
+            if op.writes_index:
+                self.sram[dst] = np.uint32(z)
             else:
-                z = np.maximum(x, 0)
-            self._store_int8_rows(dst, z[None, :])
+                self._store_int8_rows(dst, np.asarray(z)[None, :])
 
         access = _Access(reads, writes)
-        self.counters.vec_busy += self._run_compute(pc, "VEC", isa.vec_cycles(n, sub, sa, sb), access, effect)
+        self.counters.vec_busy += self._run_compute(pc, "VEC", isa.vec_cycles(n, ins.sub, sa, sb), access, effect)
 
     def _smax(self, pc: int, ins: Instr) -> None:
         n, src, dst = ins.cnt, ins.a, ins.c
@@ -331,7 +279,7 @@ class Machine:
             raise ProgramError(f"instruction {pc}: SMAX e field bits 31:24 are reserved")
 
         def effect() -> None:
-            p = softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
+            p = isa.softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
             self._store_int8_rows(dst, p[None, :])
 
         access = _Access(_span(src, nw), _span(dst, nw))

@@ -1,5 +1,6 @@
 """ga2_vec with the scratchpad (tb/cocotb/vec_wrap.v): random element-wise operations against the
-numerics of model/capra/machine.py (requantize) and the cycle count isa.vec_cycles(n, sub, a, b).
+numerics of the model (capra.isa.VEC_OPS, the one definition of each sub-op) and the cycle count
+isa.vec_cycles(n, sub, a, b).
 
 Each operation starts in the cycle after the previous one's done, as the sequencer would issue it.
 Operand rows carry garbage in the lanes past n (the unit must ignore them); results must have zero
@@ -11,7 +12,6 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from capra import isa
-from capra.machine import requantize
 
 from benches.cocotb_util import (
     pack_int8,
@@ -25,24 +25,21 @@ from benches.cocotb_util import (
 OPERATIONS = 400
 WINDOW = 512  # scratchpad words the test uses, all filled with random data first
 MAX_N = 40
-TWO_OPERANDS = (isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
+TWO_OPERANDS = tuple(code for code, op in isa.VEC_OPS.items() if op.reads_b)
+
+
+class Quant:
+    """The QCFG registers a VEC reads."""
+
+    def __init__(self, qa: int, qb: int, qs: int) -> None:
+        self.qa, self.qb, self.qs = qa, qb, qs
 
 
 def expected(sub: int, x: np.ndarray, y: np.ndarray, qa: int, qb: int, qs: int) -> list[int]:
-    """The words VEC writes, from the machine model's definitions."""
-    if sub == isa.VEC_ARGMAX:
-        return [int(np.argmax(x))]
-    if sub == isa.VEC_COPY:
-        z = x
-    elif sub == isa.VEC_ADD:
-        z = requantize(x * qa + y * qb, 1, qs)
-    elif sub == isa.VEC_MUL:
-        z = requantize(x * y, qa, qs)
-    elif sub == isa.VEC_MAX:
-        z = np.maximum(x, y)
-    else:
-        z = np.maximum(x, 0)
-    return pack_int8(z)
+    """The words VEC writes: the machine model's definition of the sub-op (capra.isa.VEC_OPS)."""
+    op = isa.VEC_OPS[sub]
+    z = op.compute(x, y, Quant(qa, qb, qs))
+    return [int(z)] if op.writes_index else pack_int8(z)
 
 
 def random_quant(r) -> tuple[int, int, int]:
@@ -65,11 +62,11 @@ async def test_ga2_vec_random_operations(dut):
         sub = op % len(isa.VEC_NAMES) if op < 12 else r.choice(list(isa.VEC_NAMES))
         n = r.choice((1, 3, 4, 5, MAX_N, r.randint(1, MAX_N), r.randint(1, MAX_N)))
         nw = words_for(n)
-        out_words = 1 if sub == isa.VEC_ARGMAX else nw
+        out_words = 1 if isa.VEC_OPS[sub].writes_index else nw
         sa = r.randrange(1, WINDOW - nw - 1)
         sb = sa if r.random() < 0.1 else r.randrange(1, WINDOW - nw - 1)
         sources = [(sa, nw)] + ([(sb, nw)] if sub in TWO_OPERANDS else [])
-        if sub != isa.VEC_ARGMAX and r.random() < 0.2:
+        if not isa.VEC_OPS[sub].writes_index and r.random() < 0.2:
             dst = sa  # in place
         else:
             dst = r.randrange(1, WINDOW - out_words - 1)

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "waves": ("waves", "a VCD waveform of one decode step"),
     "passkey": ("passkey", "passkey retrieval of the mixed windowed/global model"),
     "kv-bench": ("kv_bench", "the mixed cache's memory against a full cache, derived and measured"),
-    "exp-lut": ("exp_lut", "write or check rtl/exp_lut.v from the model's exponent table"),
+    "gen": ("gen", "write or check what is generated from the model: rtl/exp_lut.v, docs/isa.md's VEC table"),
 }
 
 
