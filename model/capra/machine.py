@@ -46,11 +46,13 @@ class HazardError(ProgramError):
 
 @dataclass
 class Counters:
-    cycles: int = 0
-    dma_busy: int = 0
-    mm_busy: int = 0
-    vec_busy: int = 0
-    dma_stall: int = 0
+    """The five cycle counters, c0..c4, as the chip's counters count them (docs/isa.md)."""
+
+    cycles: int = 0  # c0: from reset to the cycle HALT completes
+    dma_busy: int = 0  # c1: cycles some DMA transfer is between its setup and its end
+    mm_busy: int = 0  # c2: cycles the matmul engine executes
+    vec_busy: int = 0  # c3: cycles the vector unit or the softmax unit executes
+    dma_stall: int = 0  # c4: cycles the sequencer waits for the DMA (a full queue, WAIT, HALT)
 
     def as_list(self) -> list[int]:
         return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]

@@ -782,12 +782,20 @@ def memory_stage(children: Children, block: Block, options: Options, workdir: Pa
     return evaluate_memories(design, block.top, log_text), design, sources_read(log_text, block)
 
 
+def from_cache(block: Block, options: Options, stage: str, result: Result) -> str | None:
+    """The cache key of `stage` for the block, or None when the cache held it (and `result` now does)."""
+    key = fingerprint(block, options, stage)
+    stored = cached_result(options, block, stage, key)
+    if stored is None:
+        return key
+    restore(result, stored)
+    return None
+
+
 def check_block(children: Children, block: Block, options: Options, result: Result) -> None:
     """--check-memories: the check stage alone (the check a full run stored counts too)."""
-    key = fingerprint(block, options, "check")
-    stored = cached_result(options, block, "check", key)
-    if stored is not None:
-        restore(result, stored)
+    key = from_cache(block, options, "check", result)
+    if key is None:
         return
     start = time.monotonic()
     check, _design, sources = memory_stage(children, block, options, work_dir(options, block), keep_premap=False)
@@ -798,10 +806,8 @@ def check_block(children: Children, block: Block, options: Options, result: Resu
 
 def full_block(children: Children, block: Block, options: Options, result: Result) -> None:
     """Check, synthesize, and (for P&R blocks) place and route the registered wrapper."""
-    key = fingerprint(block, options, "full")
-    stored = cached_result(options, block, "full", key)
-    if stored is not None:
-        restore(result, stored)
+    key = from_cache(block, options, "full", result)
+    if key is None:
         return
     start = time.monotonic()
     workdir = work_dir(options, block)
