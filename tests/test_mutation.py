@@ -138,3 +138,4 @@ def test_a_tier_replaces_every_check_with_the_whole_tier():
     seen = []
     M.run_mutant(plain, runner=lambda root, cmds, *timeout: seen.append(cmds) or (False, ""), tier="fast")
     assert seen == [[M.tier_command("fast")]] and M.TIERS["fast"] == ["-m", "not sim and not slow"]
+    assert M.LIST_TEST.split("::")[1] in globals(), "the deselected test of the list is this file's"
