@@ -1,0 +1,74 @@
+"""Runs never share a file: every run writes in a folder of its own, outputs are renamed into place,
+and two tools (or two configurations) can run at once in one checkout and both pass."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import replay
+from capra import asm
+from conftest import needs_simulators
+from replay import image, runs
+
+
+def test_each_run_gets_a_folder_of_its_own_removed_at_the_end(tmp_path):
+    with runs.run_folder("sim", parent=tmp_path) as first, runs.run_folder("sim", parent=tmp_path) as second:
+        assert first.path != second.path and first.path.is_dir() and second.path.is_dir()
+        (first / "image.hex").write_text("x")
+        kept = second.keep()
+    assert not first.path.exists(), "a finished run leaves nothing behind"
+    assert kept.is_dir(), "a run that asked to keep its folder (a failed replay) keeps it"
+
+
+def test_a_folder_is_removed_when_the_run_fails(tmp_path):
+    with pytest.raises(RuntimeError), runs.run_folder("sim", parent=tmp_path) as run:
+        raise RuntimeError("the run stops")
+    assert not run.path.exists()
+
+
+def test_an_interrupted_write_leaves_the_old_file(tmp_path):
+    path = tmp_path / "result.json"
+    runs.write_json(path, {"verdict": "PASS"})
+    with pytest.raises(KeyboardInterrupt), runs.atomic_path(path) as tmp:
+        tmp.write_text("half a fi")
+        raise KeyboardInterrupt
+    assert runs.read_json(path, "a test") == {"verdict": "PASS"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+@needs_simulators
+def test_a_passing_replay_leaves_no_file_and_a_failing_one_keeps_its_image(tmp_path):
+    good = image.record(asm.load(0, 0, 1, 4) + asm.store(0, 8, 1, 4) + asm.halt(), [1, 2, 3, 4])
+    bad = image.record(asm.halt(), [])
+    bad.counters[0] += 1  # a wrong expectation: the testbench reports a MISMATCH
+    with runs.run_folder("test", parent=tmp_path) as run:
+        assert all(v.passed for v in replay.replay([good], folder=run))
+    assert not run.path.exists()
+    verdicts = replay.replay([bad], name="wrong_counter", tool=f"test-{os.getpid()}")
+    assert not any(v.passed for v in verdicts)
+    kept = {v.image for v in verdicts}
+    assert len(kept) == 1, kept
+    path = kept.pop()
+    assert os.path.exists(path), "the failing image is kept for a look"
+    shutil.rmtree(os.path.dirname(path))
+
+
+@needs_simulators
+def test_two_configurations_replay_at_once_in_one_checkout():
+    """The default chip and an 8 x 8 array, each a Chapter 12 decode replayed on both simulators,
+    started together: each writes only in its own run folder, so both pass."""
+    def start(config: str) -> subprocess.Popen:
+        env = {**os.environ, "GA2_CONFIG": config}
+        env.pop("PYTHONPATH", None)
+        return subprocess.Popen([sys.executable, "-m", "capra_cli", "ch12", "--steps", "6"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = [start(""), start("n=8")]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for proc, out in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, out[-2000:]
+        assert "VERDICT: PASS: 6 programs replayed in both simulators" in out, out[-2000:]
