@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write rtl/exp_lut.v from the machine model's exponent table, so the RTL and Python share one table. The command is `capra exp-lut` (tools/capra_cli/exp_lut.py); this script keeps its name."""
+"""Write rtl/exp_lut.v from the machine model's exponent table (or, with --check, compare it), so the RTL
+and Python share one table. Runs `capra exp-lut` (tools/capra_cli/exp_lut.py)."""
 import bootstrap
 
 bootstrap.run("exp-lut")

@@ -57,5 +57,3 @@ def main(args) -> int:
     runs.write_text(path, text)  # atomic: a build never reads half a table
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
-
-
