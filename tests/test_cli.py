@@ -345,11 +345,25 @@ def test_each_mistake_is_one_line_and_exit_2_before_any_work(capsys, monkeypatch
                 stack.enter_context(config.use(case.cfg))
             if case.missing:
                 stack.enter_context(monkeypatch.context()).setattr(shutil, "which", uninstalled(case.missing))
-            got = call(capsys, command, *case.argv)
+            try:
+                got = call(capsys, command, *case.argv)
+            except AssertionError as error:  # no_work: it started a decode, a process, ...
+                failures.append(f"{command} {case}: {error}")
+                continue
         problem = refusal_problem(got, case, no_work)
         if problem:
             failures.append(f"{command} {case}: {problem}")
     assert not failures, "\n".join(failures)
+
+
+def test_starting_work_is_caught_here(capsys, monkeypatch, no_work):
+    """The tables above mean something only if a command that goes on to work is stopped: a valid
+    decode of one step (the simulators present) reaches the decode, and no_work stops it there."""
+    monkeypatch.setattr(replay, "require", lambda *tools: None)
+    with pytest.raises(AssertionError, match="work started"):
+        call(capsys, "ch12", "--steps", "1")
+    with pytest.raises(AssertionError, match="work started"):
+        subprocess.run(["true"])
 
 
 # ---- the context limit: found by compiling, named before any work --------------------------------
