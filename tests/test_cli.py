@@ -854,6 +854,30 @@ def test_a_child_that_times_out_is_killed_with_its_whole_group(tmp_path):
     assert len(found) == 2 and all_dead(found)
 
 
+def test_an_interrupt_while_a_child_starts_leaves_no_process(tmp_path, monkeypatch):
+    """Ctrl-C can come while Popen is still returning: the child has started, and nobody holds it
+    yet to kill it (a rare race, once seen as a Verilator build outliving an interrupted test)."""
+    pid_file = tmp_path / "pid"
+    real = subprocess.Popen
+
+    def interrupted_while_starting(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        return proc
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a test worker may ignore SIGINT
+    monkeypatch.setattr(subprocess, "Popen", interrupted_while_starting)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runs.run_command(["sh", "-c", f"echo $$ > {pid_file}; sleep 300"], timeout=20)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert all_dead([int(pid_file.read_text())]), "the child outlived the interrupt"
+
+
 FAKE_VERILATOR = """#!/bin/sh
 # A build that takes for ever: a make with a compiler under it, as Verilator's does.
 if [ "$1" = "--version" ]; then echo "Verilator 0.000 (a stand-in)"; exit 0; fi

@@ -87,7 +87,7 @@ def check_sizes(args, model) -> None:
         for length in lengths:
             if cached and length > cap:
                 raise BadArgument(argument, f"{length} is past the cache's cap of {DEFAULT_GLOBAL_CAP_TOKENS} tokens "
-                                  f"(generate.DEFAULT_GLOBAL_CAP_TOKENS) less the {answer} the answer takes")
+                                  f"(inference.generate.DEFAULT_GLOBAL_CAP_TOKENS) less the {answer} the answer takes")
             need = memory_needed(model, length, batch, cached, args.window)
             if memory is not None and need > memory:
                 raise BadArgument(argument, f"{length} tokens would need about {need / GIB:.1f} GiB (estimated from "
