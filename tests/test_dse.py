@@ -1,13 +1,15 @@
-"""tools/dse.py's area side without Yosys: the Pareto front against a synthesized area, the table's
-area columns, one synthesis per RTL configuration (ext_latency changes no RTL), and tools/synth.py's
-defines reaching the Yosys script and the cache key. Seconds; the real synthesis is `make dse`."""
+"""`capra dse`'s area side without Yosys (tools/capra_cli/dse.py): the Pareto front against a
+synthesized area, the table's area columns, one synthesis per RTL configuration (ext_latency changes
+no RTL), and `capra synth`'s defines reaching the Yosys script and the cache key. Seconds; the real
+synthesis is `make dse`. Its argument mistakes are in tests/test_cli.py."""
 
 from __future__ import annotations
 
-import dse
+from pathlib import Path
+
 import pytest
-import synth
 from capra.config import Config
+from capra_cli import dse, synth
 
 
 def row(name: str, per_token: float, lut4: int | None, bram: int | None, problems: tuple[str, ...] = ()) -> dict:
@@ -92,7 +94,7 @@ def test_a_failed_synthesis_fails_the_sweep_and_no_fit_does_not():
     assert dse.area_problems(areas, labels) == ["area of S4096 Q8: yosys synth_ice40 timed out after 1800 s"]
 
 
-# ---- tools/synth.py: defines ---------------------------------------------------------------------
+# ---- capra synth: defines ------------------------------------------------------------------------
 
 
 def ga2(defines: tuple[str, ...]) -> synth.Block:
@@ -150,3 +152,21 @@ def test_analytic_block_rams_count_two_per_256_words_of_a_bank():
     # 2048: banks of 128 words, 2 RAMs each (half empty) = 32; 4096: 256 words, 2 = 32;
     # 8192: 512 words, 4 = 64; 16384: 1024 words, 8 = 128.
     assert [dse.bram_count(Config(sram_words=w)) for w in (2048, 4096, 8192, 16384)] == [32, 32, 64, 128]
+
+
+def test_a_points_cache_follows_every_source_its_numbers_come_from():
+    """A point's cached row is keyed by a hash of SOURCES: a change to any file its cycles, batch
+    figure or replay come from must compute it again (the batch runner in model/host/ once was not)."""
+    import capra.compiler
+    import capra.machine
+    import host.calibration
+    import host.runner
+    import paged_lm
+    import replay.image
+    import tiny_lm
+
+    covered = {path.resolve() for pattern in dse.SOURCES for path in dse.ROOT.glob(pattern)}
+    used = [capra.compiler, capra.machine, host.calibration, host.runner, paged_lm, tiny_lm, replay.image, dse]
+    missing = [module.__name__ for module in used if Path(module.__file__).resolve() not in covered]
+    assert not missing, missing
+    assert dse.ROOT / "rtl" / "ga2.v" in {p for pattern in dse.SOURCES for p in dse.ROOT.glob(pattern)}

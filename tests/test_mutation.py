@@ -139,3 +139,13 @@ def test_a_tier_replaces_every_check_with_the_whole_tier():
     M.run_mutant(plain, runner=lambda root, cmds, *timeout: seen.append(cmds) or (False, ""), tier="fast")
     assert seen == [[M.tier_command("fast")]] and M.TIERS["fast"] == ["-m", "not sim and not slow"]
     assert M.LIST_TEST.split("::")[1] in globals(), "the deselected test of the list is this file's"
+
+
+def test_a_mutant_that_no_longer_applies_prints_how_to_reanchor_it(monkeypatch):
+    monkeypatch.setattr(M, "run_unbroken", lambda *args, **kwargs: M.Result(None, M.SURVIVED))
+    stale = M.Mutant("page table", "model/paged_lm.py", "a line an exercise rewrote", "x", "stale", "paged")
+    lines: list[str] = []
+    run = M.report([stale], out=lines.append)
+    assert run is not None and not M.accounted_for(run.results[0])
+    assert "page table: stale: NO LONGER APPLIES" in lines
+    assert lines[-1] == M.REANCHOR and "tools/mut_ch15.py" in M.REANCHOR

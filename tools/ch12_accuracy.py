@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How closely the chip follows the float model on random models (Chapter 12). The command is `capra accuracy` (tools/capra_cli/accuracy.py); this script keeps its name."""
+"""Chapter 12: how closely the int8 chip follows the float model, decoding random models from every start
+token. Runs `capra accuracy` (tools/capra_cli/accuracy.py) under the book's name."""
 import bootstrap
 
 bootstrap.run("accuracy")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Chapter 15's eight self-check questions, answered by this project's own code. The command is `capra selfcheck` (tools/capra_cli/selfcheck.py); this script keeps its name."""
+"""Chapter 15's eight self-check questions, each answered by this project's own code and checked
+against the chapter's arithmetic (make selfcheck). Runs `capra selfcheck` (tools/capra_cli/selfcheck.py)."""
 import bootstrap
 
 bootstrap.run("selfcheck")

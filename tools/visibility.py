@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How much of what the random programs compute would a replay see if the chip got it wrong? The command is `capra visibility` (tools/capra_cli/visibility.py); this script keeps its name."""
+"""How much of what the random programs compute would a replay see if the chip got it wrong: each computed
+word corrupted in turn. Runs `capra visibility` (tools/capra_cli/visibility.py)."""
 import bootstrap
 
 bootstrap.run("visibility")

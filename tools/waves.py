@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write a waveform (out/ga2.vcd) of one decode step of the structured model on Icarus. The command is `capra waves` (tools/capra_cli/waves.py); this script keeps its name."""
+"""Write a waveform (out/ga2.vcd) of one decode step of the structured model, replayed on Icarus (make
+waves). Runs `capra waves` (tools/capra_cli/waves.py) under the book's name."""
 import bootstrap
 
 bootstrap.run("waves")

@@ -78,21 +78,44 @@ def allow_children() -> None:
     _stopping.clear()
 
 
+@contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """In the main thread, SIGINT and SIGTERM wait while the block runs (their numbers are collected
+    in the list yielded): a Ctrl-C inside ``Popen`` would leave a started child that nobody kills."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in (signal.SIGINT,
+                                                                                         signal.SIGTERM)}
+    try:
+        yield held
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run_command(cmd: Sequence[str], *, cwd: str | os.PathLike | None = None, timeout: float | None = None,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run cmd in a process group of its own and capture its output (text).
 
     When the wait ends in any way but the child's own exit, the whole group is killed before the
     exception goes on, and so are any processes the child left behind in its group when it exits.
-    A timeout raises subprocess.TimeoutExpired.
+    A timeout raises subprocess.TimeoutExpired. The child is registered (``kill_children``) before
+    an interrupt can arrive, so a Ctrl-C at any moment leaves no process behind.
     """
     if _stopping.is_set():
         raise KeyboardInterrupt("the tool is stopping")
-    proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace", start_new_session=True)
-    with _children_lock:
-        _children.add(proc)
+    with _signals_held() as held:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", start_new_session=True)
+        with _children_lock:
+            _children.add(proc)
     try:
+        for signum in held:
+            signal.raise_signal(signum)  # an interrupt that came while the child started: handled now
+        if _stopping.is_set():  # another thread stopped the tool while this child started
+            raise KeyboardInterrupt("the tool is stopping")
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         _kill_group(proc)

@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .common import BadArgument, Parser, run
+from .common import BadArgument, Parser, program_name, run
 
 # command -> (its module in this package, one line for the list). A command's module has a
 # docstring (its --help), ``arguments(parser)`` and ``main(args) -> exit status``; it is imported
@@ -57,7 +57,10 @@ def command_parser(name: str, prog: str | None = None) -> Parser:
 
 
 def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
-    """Parse `argv` for command `name` and run it (``common.run``: exit statuses, Ctrl-C)."""
+    """Parse `argv` for command `name` and run it (``common.run``: exit statuses, Ctrl-C). Every
+    line the command prints about itself (an error, progress) starts with `prog` (default
+    ``capra <name>``), as its parser's errors do."""
+    prog = prog or f"capra {name}"
 
     def go() -> int:
         ap = command_parser(name, prog)
@@ -67,8 +70,8 @@ def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
         except BadArgument as error:
             ap.error(str(error))
 
-
-    return run(go)
+    with program_name(prog):
+        return run(go)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

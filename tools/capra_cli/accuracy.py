@@ -73,5 +73,3 @@ def main(args) -> int:
                                              f"{100 * BOUND:.0f}%"]
     return finish(problems, checks=compared,
                   passed=f"{compared} steps compared, every logit error within {100 * BOUND:.0f}%")
-
-

@@ -23,10 +23,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from capra.config import ConfigError
-from replay.runs import UserError, allow_children, kill_children, note, program_name
+from replay import runs
+from replay.runs import UserError, allow_children, kill_children, note
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -52,7 +54,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         hint = "" if "(see " in message else " (see --help)"
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}{hint}\n")
-
 
 
 def distinct(argument: str, values: Sequence[object] | None) -> None:
@@ -122,6 +123,18 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+@contextmanager
+def program_name(prog: str) -> Iterator[None]:
+    """While the block runs, the program's name (``replay.runs.program_name``, which starts every
+    error and progress line) is `prog`: ``python -m capra_cli`` would otherwise be ``__main__.py``."""
+    saved = sys.argv[:1]
+    sys.argv[:1] = [prog]
+    try:
+        yield
+    finally:
+        sys.argv[:1] = saved
+
+
 def run(main: Callable[..., int], *args: object) -> int:
     """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
     names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
@@ -133,11 +146,11 @@ def run(main: Callable[..., int], *args: object) -> int:
     try:
         return main(*args)
     except (UserError, ConfigError) as error:
-        print(f"{program_name()}: error: {one_line(str(error))}", file=sys.stderr)
+        print(f"{runs.program_name()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         kill_children()
-        print(f"{program_name()}: interrupted; every process it started has been stopped", file=sys.stderr)
+        print(f"{runs.program_name()}: interrupted; every process it started has been stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         if previous is not None:

@@ -2,7 +2,7 @@
 each verified on both simulators before it is reported.
 
 Usage: python tools/dse.py [--random N] [--jobs J] [--no-cache] [--no-area] [--only KEY ...]
-(``make dse`` runs it; docs/design_space.md explains the table.)
+(``make dse`` runs it; also ``capra dse``; docs/design_space.md explains the table.)
 
 Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in {2, 4, 8} with the
 one-word external port and the 4 x 4 array; the two-word port (ext_words=2) at ext_latency in
@@ -17,7 +17,7 @@ machine's cores (--jobs, default 2):
              five counters must equal the machine model's (a mismatch is a failure, exit 1)
   cycles     decode steps 1 and 32, cycles per extra token of context ((c32 - c1) / 31), the
              efficiency of step 32 against its own roofline bound (capra.analysis.roofline)
-  batching   tokens per kilocycle of one batch of 4 at context 8 (model/batched.py)
+  batching   tokens per kilocycle of one batch of 4 at context 8 (host.ModelRunner)
   area       the whole ga2 top synthesized by Yosys for the iCE40 (tools/synth.py's flow) with the
              point's RTL defines (Config.rtl_defines()): LUT4, flip-flops, block RAMs, DSPs, and the
              post-route Fmax from nextpnr-ice40 on the HX8K, or nextpnr's account of what does not fit
@@ -37,9 +37,9 @@ A point whose decode does not fit its scratchpad is reported as such (the compil
 not as a failure; neither is a design that does not fit the HX8K. The Pareto front (cycles per
 token against area; lower is better in both) is marked in the table and drawn in
 out/dse_pareto.png. Results are cached in out/dse/ keyed by the configuration and a hash of the
-sources (rtl/, tb/, model/, the replay tools), so a second run only prints. Exit status: 0 when
-every point's checks passed (and every synthesis finished with its memories in block RAM), 1 if one
-failed, 2 for a bad argument.
+sources (rtl/, tb/, the model, the host, the replay library and this command), so a second run only
+prints. Exit status: 0 when every point's checks passed (and every synthesis finished with its
+memories in block RAM), 1 if one failed, 2 for a bad argument.
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ GRID = tuple(config.Config(ext_latency=lat, sram_words=s, dma_queue=q)
     config.Config(ext_latency=lat, ext_words=e, n=n) for n in ARRAYS for e in (1, 2) for lat in LATENCIES)
 STEPS = 32
 BATCH, BATCH_CONTEXT = 4, 8
-OUT = ROOT / "out"
+OUT = runs.OUT
 CACHE = OUT / "dse"
 FIGURE = OUT / "dse_pareto.png"
-SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "model/*.py", "model/capra/*.py",
+SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "model/*.py", "model/capra/*.py", "model/host/*.py",
            "model/replay/*.py", "tools/capra_cli/dse.py")
 DEVICE = synth.HX8K
 BRAM_LUT4 = DEVICE.logic_cells // DEVICE.brams  # LUT4-equivalents of one block RAM: the same share of the HX8K
@@ -324,7 +324,7 @@ def main(args) -> int:
     measured = not args.no_area and "yosys" not in missing
     if missing:
         note(f"{' and '.join(missing)} missing ({synth.INSTALL_HINT}): "
-                 + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))
+             + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))
 
     def cache_file(cfg: config.Config) -> Path:
         return CACHE / f"{hashlib.sha256(f'{cfg.key()}|{src}|{args.random}'.encode()).hexdigest()[:20]}.json"
@@ -388,5 +388,4 @@ def main(args) -> int:
     checked = sum(1 for r in ordered if "per_token" in r)
     area_text = f"; area of {len(areas)} RTL configuration{'s' * (len(areas) != 1)} from Yosys" if areas else ""
     return finish(problems, checked, f"{checked} configuration{'s' * (checked != 1)} exact on both simulators "
-                      f"({len(ordered) - checked} do not fit their scratchpad){area_text}")
-
+                  f"({len(ordered) - checked} do not fit their scratchpad){area_text}")

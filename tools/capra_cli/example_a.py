@@ -93,5 +93,3 @@ def main(args) -> int:
     result = {"log": window_trace(show_free), "fork": fork_walk(show_free)}
     runs.write_json(runs.OUT / "ch15_example_a.json", result)
     return 0
-
-

@@ -5,13 +5,14 @@
 (4) serving arithmetic (derived, not measured). Writes out/ch15_example_b.json (read by
 tools/ch15_figures.py).
 
-Usage: python tools/ch15_example_b.py
+Usage: python tools/ch15_example_b.py      (also ``capra example-b``)
 """
 
 from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import paged_lm as PL
 import tiny_lm as T
@@ -198,9 +199,12 @@ def arguments(ap: Parser) -> None:
     """No options: the chapter's studies are fixed."""
 
 
+def json_path() -> Path:
+    """Where the studies' numbers go (out/ch15_example_b.json), for the figures to read."""
+    return runs.OUT / "ch15_example_b.json"
+
+
 def main(args) -> int:
     result = {**study_memory(), "share": study_sharing(), "win": study_window(), "serve": study_serving()}
-    runs.write_json(runs.OUT / "ch15_example_b.json", json_keys(result))
+    runs.write_json(json_path(), json_keys(result))
     return 0
-
-

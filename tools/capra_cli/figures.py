@@ -33,21 +33,19 @@ from capra import isa
 from replay import runs
 
 from . import example_b as study_b
-from . import sim as ch15_run
+from . import sim
 from .common import Parser, ToolError
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-OUT = runs.OUT
-
 COLOURS = {"None": "#444444", "8": "#1f77b4", "4": "#d62728"}
 RELEASED, HELD, FREE, WINDOW = "#dddddd", "#9ecae1", "#ffffff", "#fdae6b"
 
 
 def save(fig, name: str) -> Path:
-    path = OUT / name
+    path = runs.OUT / name
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png")
     plt.close(fig)
@@ -120,26 +118,29 @@ def run_cycles(path: Path) -> dict[str, list[int]]:
     is wrong with the file."""
     data = runs.read_json(path, "written by tools/ch15_run.py")
     redo = "run `make sim` again (or delete the file to plot the machine model's counters)"
-    if not isinstance(data, dict) or data.get("verdict") != ch15_run.RUN_VERDICT:
+    if not isinstance(data, dict) or data.get("verdict") != sim.RUN_VERDICT:
         raise ToolError(f"{path} is not from a passing run of tools/ch15_run.py (no \"verdict\": "
-                            f"\"{ch15_run.RUN_VERDICT}\"): {redo}")
+                        f"\"{sim.RUN_VERDICT}\"): {redo}")
     steps, cycles = data.get("steps"), data.get("cycles")
-    windows = [str(W) for W in ch15_run.WINDOWS]
-    if (steps != ch15_run.N_STEPS or not isinstance(cycles, dict) or sorted(cycles) != sorted(windows)
+    windows = [str(W) for W in sim.WINDOWS]
+    if (steps != sim.N_STEPS or not isinstance(cycles, dict) or sorted(cycles) != sorted(windows)
             or not all(_numbers(cycles[W], steps, positive=True) and all(isinstance(c, int) for c in cycles[W])
                        for W in windows)):
-        raise ToolError(f"{path} does not hold {ch15_run.N_STEPS} positive integer cycle counts for each of "
-                            f"the windows {', '.join(windows)}: {redo}")
+        raise ToolError(f"{path} does not hold {sim.N_STEPS} positive integer cycle counts for each of "
+                        f"the windows {', '.join(windows)}: {redo}")
     return {W: cycles[W] for W in windows}
 
 
-def cycles_per_step() -> tuple[dict[str, list[int]], str]:
-    if ch15_run.RUN_JSON.exists():
-        return run_cycles(ch15_run.RUN_JSON), "RTL replay: Icarus = Verilator = machine model"
+RTL_SOURCE = "RTL replay: Icarus = Verilator = machine model"
+
+
+def machine_cycles() -> tuple[dict[str, list[int]], str]:
+    """The cycles per step of each window on the machine model (equal to the RTL's): for a checkout
+    without out/ch15_run.json."""
     m = T.make_model("structured")
     cycles = {}
-    for W in ch15_run.WINDOWS:
-        _, records = PL.PagedChip(m, ch15_run.N_STEPS, W).generate(0, ch15_run.N_STEPS)
+    for W in sim.WINDOWS:
+        _, records = PL.PagedChip(m, sim.N_STEPS, W).generate(0, sim.N_STEPS)
         cycles[str(W)] = [r["counters"][0] for r in records]
     return cycles, "machine model, whose counters equal the RTL's"
 
@@ -228,7 +229,7 @@ EXAMPLE_B_ROWS = {"paged": 3, "share": 3, "win": 3, "serve": 4}  # study -> numb
 
 
 def example_b() -> dict:
-    path = OUT / "ch15_example_b.json"
+    path = study_b.json_path()
     if not path.exists():
         with contextlib.redirect_stdout(io.StringIO()):
             study_b.main(None)
@@ -337,13 +338,12 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
-    OUT.mkdir(exist_ok=True)
-    b = example_b()  # both inputs checked before any figure is written
-    cycles, source = cycles_per_step()
+    # both inputs are checked before any figure is written, and a run file before any work
+    recorded = run_cycles(sim.RUN_JSON) if sim.RUN_JSON.exists() else None
+    b = example_b()
+    cycles, source = (recorded, RTL_SOURCE) if recorded is not None else machine_cycles()
     made = [figure_block_table(), figure_cycles(cycles, source), figure_window(), figure_memory(b), figure_sharing(b),
             figure_accuracy(b), figure_serving(b)]
     for path in made:
         print("wrote", path.relative_to(runs.ROOT))
     return 0
-
-

@@ -12,7 +12,8 @@ the front half trimmed, as the window rule does. Then, side by side in one run:
                pages are joined into one list and sliced)
 
 Each is timed as the median of repeats; per row and as a ratio to the contiguous copy.
-Usage: python tools/gather_bench.py [--repeats N]       (``make bench`` runs it)
+
+Usage: python tools/gather_bench.py [--repeats N]       (``make bench`` runs it; also ``capra gather``)
 """
 
 from __future__ import annotations
@@ -93,5 +94,3 @@ def main(args) -> int:
               f"{t_list / t_plain:6.1f}x")
     print("ratio = time of the gather / time of the contiguous copy of the same rows, measured in this run")
     return 0
-
-

@@ -143,5 +143,3 @@ def main(args) -> int:
         problems = section_cached_vs_uncached(lengths, new_tokens=16)
     return finish(problems, checks=len(lengths),
                   passed=f"the cached decode's tokens equal the uncached one's (prompts of {lengths} tokens)")
-
-

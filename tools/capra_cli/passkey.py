@@ -87,7 +87,7 @@ def check_sizes(args, model) -> None:
         for length in lengths:
             if cached and length > cap:
                 raise BadArgument(argument, f"{length} is past the cache's cap of {DEFAULT_GLOBAL_CAP_TOKENS} tokens "
-                                    f"(generate.DEFAULT_GLOBAL_CAP_TOKENS) less the {answer} the answer takes")
+                                  f"(inference.generate.DEFAULT_GLOBAL_CAP_TOKENS) less the {answer} the answer takes")
             need = memory_needed(model, length, batch, cached, args.window)
             if memory is not None and need > memory:
                 raise BadArgument(argument, f"{length} tokens would need about {need / GIB:.1f} GiB (estimated from "
@@ -159,6 +159,4 @@ def main(args) -> int:
               f"({', '.join(failing)}); lowest {worst.accuracy:.1%} at {worst.context_length}/{worst.position}")
     problems = [f"accuracy below {TARGET_ACCURACY:.0%} at {len(failing)} of {len(results)} cells"] if failing else []
     return finish(problems, checks=sum(r.n_trials for r in results),
-                      passed=f"{sum(r.n_trials for r in results)} trials in {len(results)} cells")
-
-
+                  passed=f"{sum(r.n_trials for r in results)} trials in {len(results)} cells")

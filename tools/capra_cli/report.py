@@ -10,9 +10,9 @@ beats of EXT_WORDS words).
 
 Goals, checked: every step of every window at least 0.80 of its bound, one more token at most 1.25x
 the ideal. Exit status 0 when both hold, 1 when one does not, 2 for a bad argument (fewer than 2
-steps, or more than the largest context the chip can run: found by compiling, see tools/limits.py).
+steps, or more than the largest context the chip can run: found by compiling, see model/host/limits.py).
 
-Usage: decode_report.py [--steps N] [--model structured|random]"""
+Usage: decode_report.py [--steps N] [--model structured|random]      (also ``capra report``)"""
 
 from __future__ import annotations
 
@@ -49,7 +49,6 @@ def arguments(ap: Parser) -> None:
 def main(args) -> int:
     model = T.make_model(args.model)
     check_context("--steps", args.steps, model)
-
     print(f"{'step':>4s} {'ctx':>4s} {'cycles':>7s} {'words':>6s} {'MACs':>6s} {'bound':>6s} {'eff':>6s} "
           f"{'+cycles':>8s} {'dma':>5s} {'mm':>5s} {'vec':>5s} {'stall':>5s}")
     worst: dict[int | None, float] = {}
@@ -92,7 +91,5 @@ def main(args) -> int:
     if ratio > GOAL_PER_TOKEN:
         failed.append(f"one more token at {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
     return finish(failed, checks=args.steps * len(WINDOWS),
-                      passed=f"every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
-                             f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
-
-
+                  passed=f"every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
+                         f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")

@@ -287,5 +287,3 @@ def main(args) -> int:
         print(f"{len(results)} answers, every one agrees with the chapter's arithmetic")
     return finish([f"question {n} disagrees with the chapter's arithmetic" for n in failed],
                   checks=len(results), passed=f"{len(results)} answers checked")
-
-

@@ -46,7 +46,7 @@ from replay import image, runs
 from replay.simulators import GA2_FILES, GA2_TOP, SIMULATORS
 from replay.verdict import failed_program, parse_counters, verdict_line
 
-from .common import BadArgument, Parser, ToolError, int_range
+from .common import Parser, ToolError, int_range
 
 SOAK_DIR = runs.OUT / "soak"
 SEED_STRIDE = 1_000_000_000  # program i of --seed s is random_program(s * SEED_STRIDE + i + SEED_BASE)
@@ -231,8 +231,8 @@ def arguments(ap: Parser) -> None:
 
 def main(args) -> int:
     if config.active().ext_memory < SPAN:
-        raise BadArgument("GA2_EXT", f"random programs use {SPAN} words of external memory, the configuration "
-                          f"has {config.active().ext_memory}")
+        raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
+                        f"{config.active().ext_memory}")
     state = load_state(args.seed, args.batch, args.fresh)
     replay.require()
     plan = batches(args.programs, args.batch, args.seed)
@@ -267,5 +267,3 @@ def main(args) -> int:
     rate = checked / state["seconds"] if state["seconds"] else 0.0
     print(f"soak: {checked} programs, {bad} mismatches, {rate:.1f} programs per second")
     return 0 if checked == args.programs and bad == 0 else 1
-
-

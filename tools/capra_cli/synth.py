@@ -1012,7 +1012,7 @@ def missing_tools(check_only: bool, blocks: list[Block], place_all: bool = False
 
 def make_options(device: Device = HX8K, **choices: object) -> Options:
     """Options for out/synth/ with the tool versions filled in (they are part of every cache key)."""
-    options = Options(out=ROOT / "out" / "synth", device=device, **choices)
+    options = Options(out=runs.OUT / "synth", device=device, **choices)
     options.versions["yosys"] = tool_version(["yosys", "-V"])
     if shutil.which("nextpnr-ice40"):
         options.versions["nextpnr"] = tool_version(["nextpnr-ice40", "--version"])
@@ -1047,10 +1047,6 @@ def run_all(blocks: list[Block], options: Options, jobs: int) -> list[Result]:
         pool.shutdown(wait=True)
 
 
-def raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(args) -> int:
     check_arguments(args)
     blocks = choose_blocks(args.blocks, args.define)
@@ -1062,7 +1058,6 @@ def main(args) -> int:
     options = make_options(device, seed=args.seed, target_mhz=args.target_mhz, timeout=args.timeout,
                            no_cache=args.no_cache, synth_anyway=args.synth_anyway, check_only=args.check_memories,
                            place_all=args.place_all)
-    signal.signal(signal.SIGTERM, raise_interrupt)
     what = "memory check" if args.check_memories else f"synthesis for the {device.label}"
     progress(f"{what} of {len(blocks)} block{'s' * (len(blocks) != 1)}, {args.jobs} at a time "
              f"({options.versions['yosys']})")
@@ -1078,4 +1073,3 @@ def main(args) -> int:
     ok, verdict_text = verdict(results)
     print("\n".join(lines + [verdict_text]))
     return 0 if ok else 1
-

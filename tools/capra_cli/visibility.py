@@ -151,5 +151,3 @@ def arguments(ap: Parser) -> None:
 def main(args) -> int:
     require_decode(32, "visibility")
     return 0 if report(args.programs) >= args.min else 1
-
-
