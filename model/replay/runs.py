@@ -86,8 +86,8 @@ def _signals_held() -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield held
         return
-    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in (signal.SIGINT,
-                                                                                         signal.SIGTERM)}
+    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield held
     finally:
