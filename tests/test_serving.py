@@ -19,7 +19,7 @@ import serving as S
 import tiny_lm as T
 from capra.graph import Graph, GraphError
 from conftest import needs_simulators
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from int_reference import eval_program, requantize_ref
 from replay import image
@@ -196,8 +196,22 @@ requests_strategy = st.lists(
     min_size=1, max_size=10)
 
 
+@settings(max_examples=30)
 @given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))  # from 3: some are refused
 def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_max, pages):
+    check_served_exactly_as_alone(random_model, specs, b_max, pages)
+
+
+@pytest.mark.slow
+@settings(max_examples=300)
+@given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))
+def test_scheduler_serves_every_request_exactly_as_alone_over_many_more_examples(random_model, specs, b_max, pages):
+    check_served_exactly_as_alone(random_model, specs, b_max, pages)
+
+
+def check_served_exactly_as_alone(random_model, specs, b_max, pages):
+    """Every request submitted to a server of b_max and `pages` pages: each that fits leaves with
+    exactly its decode alone, first come first served, the pool's invariants after every step."""
     m, progs = random_model
     reqs = [S.Request(i, prompt, n, W, at) for i, (prompt, n, W, at) in enumerate(specs)]
     fits = [r for r in reqs if S.pages_needed(r.rows, r.window, 4) <= pages]
