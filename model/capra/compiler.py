@@ -136,7 +136,7 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
                 raise CompileError(f"graph {graph.name!r}: calibration set {i}: node {name!r} evaluates to "
                                    f"non-finite values (float64 overflow); its inputs are finite")
             if value.size:
-                max_abs[name] = max(max_abs[name], float(np.max(np.abs(value))))
+                max_abs[name] = max(max_abs[name], float(np.abs(value).max()))
     for node in graph.nodes.values():
         if node.op == "softmax" and node.attrs["sink"] is not None:
             # the sink logit is an int8 in its input's scale: that scale must reach it (a relu

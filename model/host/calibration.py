@@ -52,7 +52,7 @@ def calibrate(m: dict, steps: int, windows: Iterable[int | None] = (None,),
                 for node in graph.nodes.values():
                     group = node.attrs.get("range_group")
                     if group is not None:
-                        cal.ranges[group] = max(cal.ranges[group], float(np.max(np.abs(values[node.name]))))
+                        cal.ranges[group] = max(cal.ranges[group], float(np.abs(values[node.name]).max()))
                 kc.append(values[names.k][0].tolist())
                 vc.append(values[names.v][0].tolist())
                 tok = int(values["tok"][0, 0])
