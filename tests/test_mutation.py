@@ -149,3 +149,16 @@ def test_a_mutant_that_no_longer_applies_prints_how_to_reanchor_it(monkeypatch):
     assert run is not None and not M.accounted_for(run.results[0])
     assert "page table: stale: NO LONGER APPLIES" in lines
     assert lines[-1] == M.REANCHOR and "tools/mut_ch15.py" in M.REANCHOR
+
+
+def test_every_python_mutant_still_parses():
+    """A mutant that breaks the syntax is 'caught' by any import and says nothing of the checks."""
+    import ast
+
+    for m in BOOK + ADDED + mutants.EXTENDED:
+        if m.file.endswith(".py"):
+            mutated = (ROOT / m.file).read_text().replace(m.old, m.new)
+            try:
+                ast.parse(mutated)
+            except SyntaxError as error:
+                raise AssertionError(f"{m.area}: {m.what}: the mutated {m.file} does not parse: {error}") from None
