@@ -14,7 +14,7 @@ serving engine all return. The book reads a step of one request as a dict (``r["
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tiny_lm as T
@@ -74,10 +74,8 @@ class Step(Mapping):
 
     def select(self, order: Sequence[int]) -> Step:
         """The same step with its requests in `order` (indices into this step's requests)."""
-        pick = lambda values: [values[i] for i in order]  # noqa: E731
-        return Step(pick(self.contexts), pick(self.tokens), pick(self.ints), pick(self.logits), pick(self.k),
-                    pick(self.v), self.code, self.ext, self.counters, self.bound, self.L, self.pages, self.clock,
-                    list(self.rids))
+        per_request = ("contexts", "tokens", "ints", "logits", "k", "v")
+        return replace(self, **{name: [getattr(self, name)[i] for i in order] for name in per_request})
 
 
 class MachineMismatch(RuntimeError):
