@@ -69,11 +69,12 @@ def test_a_missing_file_does_not_apply():
     assert M.run_mutant(gone, runner=_never_run).status == M.NO_LONGER_APPLIES
 
 
-def test_the_copy_holds_the_code_and_leaves_out_the_venv_and_out(tmp_path):
+def test_the_copy_holds_the_code_links_the_venv_and_leaves_out_out(tmp_path):
     M.copy_repo(tmp_path)
     assert (tmp_path / "model" / "paged_lm.py").exists() and (tmp_path / "rtl" / "ga2.v").exists()
     assert (tmp_path / "tests" / "conftest.py").exists() and (tmp_path / "pyproject.toml").exists()
-    assert not (tmp_path / ".venv").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()
+    assert not (ROOT / ".venv").is_dir() or (tmp_path / ".venv").resolve() == (ROOT / ".venv").resolve()
     assert not list(tmp_path.rglob("__pycache__"))
 
 

@@ -7,7 +7,8 @@ report "all caught" for a suite that checks less and less.
 
 How one mutant runs
     1. The repository's code (``COPIED``: model/, tools/, rtl/, tb/, tests/, pyproject.toml; never
-       .venv or out/) is copied into a fresh temporary folder. The working tree is never touched.
+       out/) is copied into a fresh temporary folder, and .venv linked there. The working tree is
+       never touched.
     2. The one edit is applied there; the old text must occur exactly once.
     3. The mutant's check runs in a subprocess whose working directory is the copy. Its
        PYTHONPATH names the copy's model/ and tools/, so the copy's code is what runs (the project
@@ -115,13 +116,17 @@ class Result:
 
 
 def copy_repo(dst: Path, src: Path = ROOT) -> Path:
-    """Copy the code (COPIED) from src into dst; the virtual environment and out/ stay behind."""
+    """Copy the code (COPIED) from src into dst; out/ stays behind, and the virtual environment is
+    linked, not copied (a script in the copy restarts under <copy>/.venv/bin/python, which runs the
+    copy's code: the check's PYTHONPATH names it)."""
     for name in COPIED:
         path = src / name
         if path.is_dir():
             shutil.copytree(path, dst / name, ignore=IGNORED)
         elif path.exists():
             shutil.copy2(path, dst / name)
+    if (src / ".venv").is_dir():
+        (dst / ".venv").symlink_to((src / ".venv").resolve(), target_is_directory=True)
     return dst
 
 
