@@ -392,8 +392,7 @@ def test_GA2_EXT_is_read_as_words_1_to_65536():
 
 
 def script_run(script: str, *args: str, flags: tuple[str, ...] = (), env: dict | None = None):
-    environment = dict(os.environ if env is None else env)
-    environment.pop("PYTHONPATH", None)
+    environment = dict(os.environ if env is None else env)  # PYTHONPATH kept: a mutation run points it at its copy
     return subprocess.run([sys.executable, *flags, str(TOOLS / f"{script}.py"), *args], capture_output=True,
                           text=True, env=environment, cwd=ROOT, timeout=300)
 

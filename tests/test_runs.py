@@ -63,7 +63,6 @@ def test_two_configurations_replay_at_once_in_one_checkout():
     started together: each writes only in its own run folder, so both pass."""
     def start(config: str) -> subprocess.Popen:
         env = {**os.environ, "GA2_CONFIG": config}
-        env.pop("PYTHONPATH", None)
         return subprocess.Popen([sys.executable, "-m", "capra_cli", "ch12", "--steps", "6"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
