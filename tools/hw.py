@@ -64,13 +64,18 @@ def _abs(files: Iterable[str]) -> list[Path]:
 
 # Verilator's runtime turns a string argument ($fopen's file name) into text in a 256-character
 # stack buffer and overruns it on a longer one; room for ga2_tb's PATH_MAX + 1 characters.
-VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040")
+# VL_USER_STOP with tb/sim_exit.cpp: Verilog $stop exits with status 1 instead of aborting.
+# OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25% slower).
+VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP",
+                   "-MAKEFLAGS", "OPT_FAST=-O2")
+VERILATOR_EXIT = Path(ROOT) / "tb" / "sim_exit.cpp"
 
 
 def _build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]) -> str:
     flags = "|".join(VERILATOR_FLAGS) if kind == "verilator" else ""  # a flag change is a new build
     h = hashlib.sha256(f"{kind}|{top}|{'|'.join(defines)}|{flags}".encode())
-    for f in list(files) + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
+    extra = [VERILATOR_EXIT] if kind == "verilator" else []
+    for f in list(files) + extra + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
         h.update(str(f).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -117,7 +122,7 @@ def build_verilator(files: Iterable[str], top: str, defines: Sequence[str] = ())
             cmd = ["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
                    "-I" + str(INCLUDE_DIR), "-y", str(INCLUDE_DIR), "--Mdir", str(work), "-o", f"V{top}",
                    "-j", "2", *VERILATOR_FLAGS]
-            cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths]
+            cmd += [f"-D{d}" for d in defines] + [str(p) for p in paths] + [str(VERILATOR_EXIT)]
             rc, log = _run(cmd, None)
             if rc != 0 or not (work / f"V{top}").exists():
                 raise RuntimeError(f"verilator build failed:\n{log}")
@@ -142,10 +147,12 @@ def sim_icarus(files: Iterable[str], top: str, defines: Sequence[str] = (),
 
 
 def sim_verilator(files: Iterable[str], top: str, defines: Sequence[str] = (),
-                  plusargs: Sequence[str] = (), timeout: float | None = 3600) -> tuple[int, str]:
-    """Build (if needed) and run `top` with Verilator; returns (exit code, everything it printed)."""
+                  plusargs: Sequence[str] = (), timeout: float | None = 3600,
+                  cwd: str | os.PathLike = ROOT) -> tuple[int, str]:
+    """Build (if needed) and run `top` with Verilator (in `cwd`, where the files it writes go);
+    returns (exit code, everything it printed)."""
     exe = build_verilator(files, top, defines)
-    return _run([str(exe), *plusargs], timeout)
+    return _run([str(exe), *plusargs], timeout, cwd)
 
 
 # The replay testbench. The simulators find the modules ga2 instantiates in rtl/ by name ("-y"), so
