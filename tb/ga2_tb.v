@@ -97,7 +97,6 @@ module ga2_tb;
     localparam [31:0] CRC_POLY    = 32'hEDB8_8320;   // CRC-32, reflected
 
     reg clk = 1'b0;
-    reg rst = 1'b1;
     /* verilator lint_off BLKSEQ */
     always #(PERIOD / 2) clk = ~clk;  // the clock of a testbench: a blocking toggle is the plain way to write it
     /* verilator lint_on BLKSEQ */
@@ -108,9 +107,21 @@ module ga2_tb;
     wire [15:0] req_addr;
     wire [EWORDS-1:0]    req_mask;
     wire [32*EWORDS-1:0] req_wdata, rsp_rdata;
-    reg         imem_we = 1'b0;
-    reg  [11:0] imem_addr = 12'd0;
-    reg  [31:0] imem_wdata = 32'd0;
+    // The chip's inputs come from registers that take, at each rising edge, what the initial block
+    // set (rst_d, ...) in the falling edge before: a clocked signal, so a simulator evaluates the logic
+    // behind them with the rest of the clocked logic rather than again whenever the testbench wakes.
+    reg         rst = 1'b1, rst_d = 1'b1;
+    reg         imem_we = 1'b0, imem_we_d = 1'b0;
+    reg  [11:0] imem_addr = 12'd0, imem_addr_d = 12'd0;
+    reg  [31:0] imem_wdata = 32'd0, imem_wdata_d = 32'd0;
+    reg  [4:0]  latency = LATENCY[4:0], latency_d = LATENCY[4:0];
+    always @(posedge clk) begin
+        rst <= rst_d;
+        imem_we <= imem_we_d;
+        imem_addr <= imem_addr_d;
+        imem_wdata <= imem_wdata_d;
+        latency <= latency_d;
+    end
 
     ga2 u_ga2 (
         .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
@@ -119,7 +130,6 @@ module ga2_tb;
         .ext_req_addr(req_addr),
         .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
     );
-    reg  [4:0]  latency = LATENCY[4:0];
     extmem_rw #(.EXTW(EXTW), .WORDS(EWORDS)) u_ext (
         .clk(clk), .rst(rst), .latency(latency), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
         .req_mask(req_mask), .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
@@ -580,17 +590,18 @@ module ga2_tb;
             // under reset: the external memory directly, the code and a HALT through the
             // instruction memory's load port
             #(PERIOD);
-            rst = 1'b1;
+            rst_d = 1'b1;
             prepare_external;
             for (i = 0; i < n_code + 4 && i < IMEM_WORDS; i = i + 1) begin
-                imem_we = 1'b1;
-                imem_addr = i[11:0];
-                imem_wdata = (i < n_code) ? img[at_code + i] : 32'd0;
+                imem_we_d = 1'b1;
+                imem_addr_d = i[11:0];
+                imem_wdata_d = (i < n_code) ? img[at_code + i] : 32'd0;
                 #(PERIOD);
             end
-            imem_we = 1'b0;
+            imem_we_d = 1'b0;
             #(2 * PERIOD);
-            rst = 1'b0;
+            rst_d = 1'b0;
+            #(PERIOD);  // the chip sees it at the next rising edge: it runs from the one after
             // run: `halted` is looked at every POLL cycles and at exactly WATCHDOG cycles
             elapsed = 0;
             while (!halted && elapsed < WATCHDOG) begin
@@ -702,7 +713,7 @@ module ga2_tb;
                 $display("FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..31)");
                 bad = 1;
             end
-            latency = lat[4:0];
+            latency_d = lat[4:0];
         end
     endtask
 
