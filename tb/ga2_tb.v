@@ -35,9 +35,10 @@
 // (sizes, runs, CRCs) before the first program runs.
 //
 // Per program: under reset, the code and a HALT go into GA2's instruction memory through its load
-// port (so the code never runs into what an earlier program left there) and the external memory
-// is set to the program's initial image (only the words that differ from the last program's final
-// memory are written). The testbench logs every word the chip writes to the external memory; after
+// port (so the code never runs into what an earlier program left there; a word the memory already
+// holds from an earlier program is not written again, block RAM keeps its words through reset) and
+// the external memory is set to the program's initial image (only the words that differ from the
+// last program's final memory are written). The testbench logs every word the chip writes to the external memory; after
 // the HALT it compares the logged words and the words the program should have changed (together,
 // every word that can differ from its initial value; a program that writes more than LOG_MAX
 // beats is compared word by word over all EXTW words instead), the scratchpad words the record
@@ -164,6 +165,7 @@ module ga2_tb;
 
     reg [31:0] img [0:MAXWORDS-1];
     reg [31:0] ext_want [0:EXTW-1];  // what the external memory must hold after the program
+    reg [31:0] imem_has [0:IMEM_WORDS-1];  // the instruction memory's words 0 .. imem_len-1 (as loaded)
     reg [31:0] crc_table [0:255];
     reg [71:0] chunk [0:CHUNK-1];    // lines as read, the first byte in bits 71:64
     reg [8*(PATH_MAX+1)-1:0] path;   // one character more than allowed: a longer path shows up there
@@ -174,7 +176,7 @@ module ga2_tb;
     integer bad, fd, nread, k, nbytes, first, len, run_end, vals, lat, elapsed, step;
     integer buf_n, buf_at, buf_part, buf_eof;  // the chunk: whole lines in it, the next one, bytes past them, file ended
     reg     headed;                 // the image has a header (and CRCs)
-    integer prev_init, wlog_len, miss_at, word_at;
+    integer prev_init, wlog_len, miss_at, word_at, imem_len;
     reg [71:0] ln;                  // one line of the image: 8 hex digits and a line feed
     reg [7:0]  ch;
     reg [4:0]  hex_of [0:255];
@@ -588,16 +590,22 @@ module ga2_tb;
     task run_program;
         begin
             // under reset: the external memory directly, the code and a HALT through the
-            // instruction memory's load port
+            // instruction memory's load port (a word already there, written for an earlier
+            // program, is not written again: the memory keeps its words through reset)
             #(PERIOD);
             rst_d = 1'b1;
             prepare_external;
             for (i = 0; i < n_code + 4 && i < IMEM_WORDS; i = i + 1) begin
-                imem_we_d = 1'b1;
-                imem_addr_d = i[11:0];
-                imem_wdata_d = (i < n_code) ? img[at_code + i] : 32'd0;
-                #(PERIOD);
+                value = (i < n_code) ? img[at_code + i] : 32'd0;
+                if (i >= imem_len || imem_has[i] !== value) begin
+                    imem_we_d = 1'b1;
+                    imem_addr_d = i[11:0];
+                    imem_wdata_d = value;
+                    imem_has[i] = value;
+                    #(PERIOD);
+                end
             end
+            if (n_code + 4 > imem_len) imem_len = n_code + 4;
             imem_we_d = 1'b0;
             #(2 * PERIOD);
             rst_d = 1'b0;
@@ -739,6 +747,7 @@ module ga2_tb;
         n_prog = 0;
         prev_init = 0;
         wlog_len = 0;
+        imem_len = 0;
         rec_len = 0;
         crc_init_table;
         hex_init_table;
