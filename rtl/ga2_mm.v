@@ -491,6 +491,10 @@ module ga2_mm #(
     wire            k_in     = {6'd0, tg2_k} < kl;
     wire [PB-1:0]   dot_r2   = tg2_k[PB-1:0];
     wire [9-PB:0]   dot_l2   = tg2_k[9:PB];
+    reg  [N*8-1:0]     a_next;
+    reg  [BE*8-1:0]    b_next;
+    reg  [N*SRB*8-1:0] sr_next;
+    reg  [N*SRB-1:0]   srf_next, srl_next;
     reg  [N*8-1:0]     a_edge_v;
     reg  [BE*8-1:0]    b_edge_v;
     reg  [N*SRB*8-1:0] sr_v;
@@ -500,8 +504,18 @@ module ga2_mm #(
     // lanes meet A's zero lanes past K, but an unread port lane may hold anything, X in a 4-state
     // simulator, and X times zero is not zero there)
     wire [SRB*8-1:0]   dot_word;
-    wire               b_upper;        // N = 2: a second half pass takes line lanes gc + 2
+    genvar ge, gc;
     generate
+        for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
+            always @* a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+            wire load = step_b && !brows && dot_r2 == ge;
+            always @* sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
+                                                        : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
+            always @* srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
+                                                     : {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
+            always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
+                                                     : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
+        end
         if (DOTW > 1) begin : g_dot2
             reg w2_1, w2_2;  // the read of one and two cycles ago had a second word
             always @(posedge clk) begin
@@ -517,7 +531,8 @@ module ga2_mm #(
         end else begin : g_dot1
             assign dot_word = rd_data[31:0];
         end
-        if (HALF != 0) begin : g_half_lanes
+        if (HALF != 0) begin : g_blane_half
+            // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass
             reg h1, h2;  // the half of the read one and two cycles ago
             always @(posedge clk) begin
                 if (rst) begin
@@ -528,14 +543,17 @@ module ga2_mm #(
                     h2 <= h1;
                 end
             end
-            assign b_upper = h2;
-        end else begin : g_whole_lanes
-            assign b_upper = 1'b0;
+            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc])
+                                              ? (h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8]) : 8'd0;
+            end
+        end else begin : g_blane_whole
+            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+                // the pass's column gc is line lane gc
+                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc]) ? rd_data[gc*8 +: 8] : 8'd0;
+            end
         end
     endgenerate
-    // the next edges are worked out here, where they are registered: a simulator then evaluates
-    // them only while the engine runs
-    integer ge, gc;
     always @(posedge clk) begin
         if (rst) begin
             af_edge <= 1'b0;
@@ -543,66 +561,58 @@ module ga2_mm #(
             srf_v <= {N*SRB{1'b0}};
             srl_v <= {N*SRB{1'b0}};
         end else if (run) begin
-            for (ge = 0; ge < N; ge = ge + 1) begin
-                a_edge_v[ge*8 +: 8] <= (step_b && {{(32-RB){1'b0}}, tg2_rt} > ge && k_in)
-                                       ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-                if (step_b && !brows && {{(32-PB){1'b0}}, dot_r2} == ge) begin  // this row's B row arrives
-                    sr_v[ge*SRB*8 +: SRB*8] <= tg2_cols[ge] ? dot_word : {SRB*8{1'b0}};
-                    srf_v[ge*SRB +: SRB] <= {{(SRB-1){1'b0}}, dot_l2 == 0};
-                    srl_v[ge*SRB +: SRB] <= {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}};
-                end else begin                                                  // shift on
-                    sr_v[ge*SRB*8 +: SRB*8] <= {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
-                    srf_v[ge*SRB +: SRB] <= {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
-                    srl_v[ge*SRB +: SRB] <= {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
-                end
-            end
-            // B lanes (BROWS): the pass's column gc is line lane gc (gc + 2 in a second half pass)
-            for (gc = 0; gc < BE; gc = gc + 1) begin
-                b_edge_v[gc*8 +: 8] <= (step_b && brows && tg2_cols[gc])
-                                       ? rd_data[(b_upper ? gc + 2 : gc)*8 +: 8] : 8'd0;
-            end
+            a_edge_v <= a_next;
+            b_edge_v <= b_next;
             af_edge <= step_b && tg2_first;
             al_edge <= step_b && tg2_last;
+            sr_v <= sr_next;
+            srf_v <= srf_next;
+            srl_v <= srl_next;
         end
     end
 
-    // lane delays: column c of the array (A lane c with the flags, and the B lanes of column c of
-    // every group) reaches the array c cycles after its edge register, through a chain of c
-    // registers (a triangle: N(N-1)/2 of them, each 2 + 8 + 8*GMAX bits).
-    localparam integer CW = 2 + 8 + 8 * GMAX;  // {last, first, A lane c, B lanes g*N + c}
+    // lane delays: lane i of a_del / b_del is i cycles behind its edge register. One shift register
+    // holds the last N-1 cycles' edges; synthesis keeps only the taps used (a triangle of registers).
+    localparam integer EW = N * 8 + 2 + BE * 8;  // an edge: A lanes, first, last, B lanes
+    wire [EW-1:0]       edge_now = {b_edge_v, al_edge, af_edge, a_edge_v};
+    reg  [EW*(N-1)-1:0] edge_past;                 // slice d-1: the edges of d cycles ago
+    generate
+        if (N > 2) begin : g_past_n
+            always @(posedge clk) begin
+                if (rst) edge_past <= {EW*(N-1){1'b0}};
+                else if (run) edge_past <= {edge_past[EW*(N-2)-1:0], edge_now};
+            end
+        end else begin : g_past_1
+            always @(posedge clk) begin
+                if (rst) edge_past <= {EW{1'b0}};
+                else if (run) edge_past <= edge_now;
+            end
+        end
+    endgenerate
     wire [7:0] a_del [0:N-1];
     wire       af_del [0:N-1];
     wire       al_del [0:N-1];
     wire [7:0] b_del [0:BE-1];
-    genvar gi, gd, gg;
+    genvar gi, gj;
     generate
-        for (gi = 0; gi < N; gi = gi + 1) begin : g_col
-            wire [CW-1:0] now;         // this column's edge
-            wire [CW-1:0] late;        // and as it reaches the array, gi cycles later
-            assign now[CW-1 -: 10] = {al_edge, af_edge, a_edge_v[gi*8 +: 8]};
-            for (gg = 0; gg < GMAX; gg = gg + 1) begin : g_grp
-                assign now[gg*8 +: 8] = b_edge_v[(gg*N + gi)*8 +: 8];
-                assign b_del[gg*N + gi] = late[gg*8 +: 8];
-            end
-            for (gd = 1; gd <= gi; gd = gd + 1) begin : g_stage
-                reg  [CW-1:0] v;       // the edge of gd cycles ago
-                wire [CW-1:0] v_in;
-                if (gd == 1) begin : g_first
-                    assign v_in = now;
-                end else begin : g_next
-                    assign v_in = g_stage[gd-1].v;
-                end
-                always @(posedge clk) begin
-                    if (rst) v <= {CW{1'b0}};
-                    else if (run) v <= v_in;
-                end
-            end
+        for (gi = 0; gi < N; gi = gi + 1) begin : g_adel
             if (gi == 0) begin : g_now
-                assign late = now;
+                assign a_del[gi] = a_edge_v[7:0];
+                assign af_del[gi] = af_edge;
+                assign al_del[gi] = al_edge;
             end else begin : g_late
-                assign late = g_stage[gi].v;
+                assign a_del[gi] = edge_past[EW*(gi-1) + gi*8 +: 8];
+                assign af_del[gi] = edge_past[EW*(gi-1) + N*8];
+                assign al_del[gi] = edge_past[EW*(gi-1) + N*8 + 1];
             end
-            assign {al_del[gi], af_del[gi], a_del[gi]} = late[CW-1 -: 10];
+        end
+        for (gj = 0; gj < BE; gj = gj + 1) begin : g_bdel
+            localparam integer D = gj % N;
+            if (D == 0) begin : g_now
+                assign b_del[gj] = b_edge_v[gj*8 +: 8];
+            end else begin : g_late
+                assign b_del[gj] = edge_past[EW*(D-1) + N*8 + 2 + gj*8 +: 8];
+            end
         end
     endgenerate
 
@@ -795,8 +805,7 @@ module ga2_mm #(
     // BROWS: pass column p is column p mod N of group p / N, whose row for A row ar is
     // (p / N) * rt + ar; dot: array row p, column ar. The PE and the bias word of each lane are
     // worked out a cycle ahead, from the counters' next values, so the slot's cycle only selects
-    // and adds. (Functions of the lane, evaluated where they are registered: a simulator works
-    // them out only while the engine runs, or in a slot's cycle.)
+    // and adds.
     wire          w_wrap = w_on && ({1'b0, w_ar} == w_rt - 1'b1);
     wire [NB-1:0] ar_n   = job_pop ? {NB{1'b0}} : !w_on ? w_ar : w_wrap ? {NB{1'b0}} : w_ar + 1'b1;
     wire [3:0]    pw_n   = job_pop ? 4'd0 : w_wrap ? w_pw + 4'd1 : w_pw;
@@ -804,62 +813,33 @@ module ga2_mm #(
     wire          hp_n   = job_pop ? jq_hp[jq_rp] : w_hp;
     wire [17:0] s_col0 = {w_tile, 2'b00} + {16'd0, w_half, 1'b0};  // the pass's first column
     wire [17:0] s_col32 = s_col0 + {14'd0, w_pw};                     // int32: the slot's column
-    function [5:0] next_col;          // the next slot's pass column in lane q
-        input [1:0] q;
-        begin
-            next_col = !out8 ? {2'b00, pw_n} : hp_n ? {4'd0, q} : {1'b0, pw_n[2:0], 2'b00} + {4'd0, q};
-        end
-    endfunction
-    function [NB-1:0] next_pe_row;    // the PE holding it: its row ...
-        input [1:0] q;
-        reg   [5:0] p_n;
-        begin
-            p_n = next_col(q);
-            next_pe_row = brows ? p_n[NB +: NB] * rt_n + ar_n : p_n[NB-1:0];  // a group below GMAX
-        end
-    endfunction
-    function [NB-1:0] next_pe_col;    // ... and column
-        input [1:0] q;
-        reg   [5:0] p_n;
-        begin
-            p_n = next_col(q);
-            next_pe_col = brows ? p_n[NB-1:0] : ar_n;
-        end
-    endfunction
-    function [NB-1:0] next_bias;      // and its bias word
-        input [1:0] q;
-        reg   [5:0] p_n;
-        begin
-            p_n = next_col(q);
-            next_bias = p_n[NB-1:0];
-        end
-    endfunction
-    function used;                    // lanes 1..3 carry int8 results only, and a half pass fills two
-        input [1:0] q;
-        begin
-            used = (q == 2'd0) || (out8 && !(w_hp && q >= 2'd2));
-        end
-    endfunction
-    function [17:0] slot_col;         // the slot's column in lane q
-        input [1:0] q;
-        begin
-            slot_col = s_col0 + (!out8 ? {14'd0, w_pw} : w_hp ? {16'd0, q} : {13'd0, w_pw[2:0], q});
-        end
-    endfunction
-    reg [4*NB-1:0] pe_r, pe_c, bias_sel;  // lane q at bits NB*q+NB-1:NB*q
-    integer gl;
-    always @(posedge clk) begin
-        if (run) begin
-            for (gl = 0; gl < 4; gl = gl + 1) begin
-                pe_r[gl*NB +: NB] <= next_pe_row(gl[1:0]);
-                pe_c[gl*NB +: NB] <= next_pe_col(gl[1:0]);
-                bias_sel[gl*NB +: NB] <= next_bias(gl[1:0]);
+    reg  [31:0] lane_val [0:3];
+    reg  [3:0]  lane_ok;
+    genvar gl;
+    generate
+        for (gl = 0; gl < 4; gl = gl + 1) begin : g_lane
+            // the next slot's PE and bias word of this lane, registered
+            wire [5:0]    p_n   = !out8 ? {2'b00, pw_n} : hp_n ? gl : {1'b0, pw_n[2:0], 2'b00} + gl;
+            wire [NB-1:0] grp_n = p_n[NB +: NB];                // below GMAX
+            reg  [NB-1:0] pe_r, pe_c, bias_sel;
+            always @(posedge clk) begin
+                if (run) begin
+                    pe_r <= brows ? grp_n * rt_n + ar_n : p_n[NB-1:0];
+                    pe_c <= brows ? p_n[NB-1:0] : ar_n;
+                    bias_sel <= p_n[NB-1:0];
+                end
             end
+            wire [5:0]    p     = !out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], gl[1:0]};
+            wire [17:0]   col   = s_col0 + {12'd0, p};
+            // lanes 1..3 carry int8 results only, and a half pass fills two lanes
+            wire          used  = (gl == 0) || (out8 && !(w_hp && gl >= 2));
+            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel], biasf, relu) : 32'd0;
+            always @* lane_ok[gl] = used && (col < {2'b00, mt});
         end
-    end
+    endgenerate
 
     // slot stage: the slot's results (bias added, relu), lanes, address; only a slot's cycle works
-    reg [127:0]  w1_val;               // lane q at bits 32q+31:32q
+    reg [31:0]   w1_val [0:3];
     reg [3:0]    w1_lanes;
     reg          w1_ok, w1_last, w1_h0, w1_h1;
     reg [NB-1:0] w1_ar;
@@ -880,11 +860,8 @@ module ga2_mm #(
             w1_h1 <= (HALF != 0) && out8 && w_hp && w_half;
         end
         if (w_on) begin
-            for (q = 0; q < 4; q = q + 1) begin
-                w1_val[q*32 +: 32] <= used(q[1:0]) ? finish(res[{pe_r[q*NB +: NB], pe_c[q*NB +: NB]}*32 +: 32],
-                                                            bias_l[bias_sel[q*NB +: NB]], biasf, relu) : 32'd0;
-                w1_lanes[q] <= used(q[1:0]) && (slot_col(q[1:0]) < {2'b00, mt});
-            end
+            for (q = 0; q < 4; q = q + 1) w1_val[q] <= lane_val[q];
+            w1_lanes <= lane_ok;
             w1_ar <= w_ar;
             w1_addr <= w_rowadr + (out8 ? w_tile[AW-1:0] + (w_hp ? {AW{1'b0}} : {{(AW-4){1'b0}}, w_pw})
                                         : s_col32[AW-1:0]);
@@ -892,33 +869,27 @@ module ga2_mm #(
     end
 
     // requantize the four lanes in the requant bank; the slot's address, lanes and int32 value
-    // keep pace in RQ stages of {last, ok, h1, h0, row, address, lanes, value}
-    assign rq_acc   = w1_val;
+    // keep pace in one shift register (RQ stages of value, lanes, address, row, half, ok, last)
+    assign rq_acc   = {w1_val[3], w1_val[2], w1_val[1], w1_val[0]};
     assign rq_mult  = qa_r;
     assign rq_shift = qs_r;
     localparam integer RQ = WR_LAT - 1;  // requant's latency
     localparam integer DW = 32 + 4 + AW + NB + 4;
-    wire [DW-1:0] d_in = {w1_last, w1_ok, w1_h1, w1_h0, w1_ar, w1_addr, w1_lanes, w1_val[31:0]};
-    wire [DW-1:0] d_out;
-    reg  [RQ-1:0] d_oks;                 // the stages' ok bits: the requant bank advances while one is set
+    reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, h1, h0, row, address, lanes, value}
+    wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_h1, w1_h0, w1_ar, w1_addr, w1_lanes, w1_val[0]};
+    wire [DW-1:0]    d_out = d_v[(RQ-1)*DW +: DW];
+    always @(posedge clk) begin
+        if (rst) d_v <= {RQ*DW{1'b0}};
+        else if (run) d_v <= {d_v[(RQ-1)*DW-1:0], d_in};
+    end
+    // the requant bank advances while a slot is on its way through it
+    reg  [RQ-1:0] d_oks;
     genvar gq;
     generate
-        for (gq = 0; gq < RQ; gq = gq + 1) begin : g_rq
-            reg  [DW-1:0] v;
-            wire [DW-1:0] v_in;
-            if (gq == 0) begin : g_first
-                assign v_in = d_in;
-            end else begin : g_next
-                assign v_in = g_rq[gq-1].v;
-            end
-            always @(posedge clk) begin
-                if (rst) v <= {DW{1'b0}};
-                else if (run) v <= v_in;
-            end
-            always @* d_oks[gq] = v[DW-2];
+        for (gq = 0; gq < RQ; gq = gq + 1) begin : g_ok
+            always @* d_oks[gq] = d_v[gq*DW + DW-2];
         end
     endgenerate
-    assign d_out = g_rq[RQ-1].v;
     assign rq_busy = w1_ok || (d_oks != {RQ{1'b0}});
     wire [3:0]  d_lanes = d_out[32 +: 4];
     wire        d_h0    = d_out[DW-4];
