@@ -504,11 +504,20 @@ module ga2_mm #(
     // lanes meet A's zero lanes past K, but an unread port lane may hold anything, X in a 4-state
     // simulator, and X times zero is not zero there)
     wire [SRB*8-1:0]   dot_word;
+    // The next edges, lane by lane. Each lane's value sits behind the condition that lets any
+    // lane of its group be nonzero (the value is the same): a simulator that evaluates every block
+    // every cycle then merges the lanes under one test, false while no B step arrives.
+    wire a_any = step_b && k_in;           // an A step: lanes below rt carry rowmem's bytes
+    wire d_any = step_b && !brows;         // a dot-form step: one row's B row arrives
+    wire b_any = step_b && brows;          // a BROWS step: the pass's columns carry the line
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
-            always @* a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-            wire load = step_b && !brows && dot_r2 == ge;
+            always @* begin
+                if (a_any) a_next[ge*8 +: 8] = (tg2_rt > ge) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+                else a_next[ge*8 +: 8] = 8'd0;
+            end
+            wire load = d_any && dot_r2 == ge;
             always @* sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
                                                         : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
             always @* srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
@@ -516,6 +525,21 @@ module ga2_mm #(
             always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
                                                      : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
         end
+        for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+            // the pass's column gc is line lane gc (N = 2: gc + 2 in a second half pass)
+            wire [7:0] line_byte;
+            if (HALF != 0) begin : g_half
+                assign line_byte = g_half_lanes.h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8];
+            end else begin : g_whole
+                assign line_byte = rd_data[gc*8 +: 8];
+            end
+            always @* begin
+                if (b_any) b_next[gc*8 +: 8] = tg2_cols[gc] ? line_byte : 8'd0;
+                else b_next[gc*8 +: 8] = 8'd0;
+            end
+        end
+    endgenerate
+    generate
         if (DOTW > 1) begin : g_dot2
             reg w2_1, w2_2;  // the read of one and two cycles ago had a second word
             always @(posedge clk) begin
@@ -531,7 +555,7 @@ module ga2_mm #(
         end else begin : g_dot1
             assign dot_word = rd_data[31:0];
         end
-        if (HALF != 0) begin : g_blane_half
+        if (HALF != 0) begin : g_half_lanes
             // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass
             reg h1, h2;  // the half of the read one and two cycles ago
             always @(posedge clk) begin
@@ -542,15 +566,6 @@ module ga2_mm #(
                     h1 <= half;
                     h2 <= h1;
                 end
-            end
-            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
-                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc])
-                                              ? (h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8]) : 8'd0;
-            end
-        end else begin : g_blane_whole
-            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
-                // the pass's column gc is line lane gc
-                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc]) ? rd_data[gc*8 +: 8] : 8'd0;
             end
         end
     endgenerate
