@@ -657,24 +657,22 @@ module ga2_mm #(
             else place = {(NB+GB+1){1'b0}};
         end
     endfunction
-    reg [NB-1:0] lay_lane [0:N-1];
-    reg [GB-1:0] lay_group [0:N-1];
-    reg [N-1:0]  lay_inj;
+    reg [N*NB-1:0] lay_lane;           // row i at bits NB*i+NB-1:NB*i
+    reg [N*GB-1:0] lay_group;          // row i at bits GB*i+GB-1:GB*i
+    reg [N-1:0]    lay_inj;
     integer i;
     always @(posedge clk) begin
         if (rst) begin
-            for (i = 0; i < N; i = i + 1) begin
-                lay_lane[i] <= {NB{1'b0}};
-                lay_group[i] <= {GB{1'b0}};
-            end
+            lay_lane <= {N*NB{1'b0}};
+            lay_group <= {N*GB{1'b0}};
             lay_inj <= {N{1'b0}};
         end else if (step_b && tg2_new) begin
             for (i = 0; i < N; i = i + 1) begin
                 if (brows) begin
-                    {lay_inj[i], lay_group[i], lay_lane[i]} <= place(i, tg2_rt, groups_of(tg2_rt));
+                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, groups_of(tg2_rt));
                 end else begin
-                    lay_lane[i] <= i[NB-1:0];
-                    lay_group[i] <= {GB{1'b0}};
+                    lay_lane[i*NB +: NB] <= i[NB-1:0];
+                    lay_group[i*GB +: GB] <= {GB{1'b0}};
                     lay_inj[i] <= (i == 0);
                 end
             end
@@ -688,11 +686,11 @@ module ga2_mm #(
     genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*SRB*8 +: 8];
-            always @* first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*SRB];
-            always @* last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*SRB];
+            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr*NB +: NB]] : sr_v[gr*SRB*8 +: 8];
+            always @* first_left[gr] = brows ? af_del[lay_lane[gr*NB +: NB]] : srf_v[gr*SRB];
+            always @* last_left[gr] = brows ? al_del[lay_lane[gr*NB +: NB]] : srl_v[gr*SRB];
             for (gt = 0; gt < N; gt = gt + 1) begin : g_top
-                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr], gt[NB-1:0]}] :
+                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr*GB +: GB], gt[NB-1:0]}] :
                                                  (gr == 0) ? a_del[gt] : 8'd0;
             end
         end
