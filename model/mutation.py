@@ -611,7 +611,8 @@ RTL: list[Mutant] = [
          "the softmax table step rounds with the wrong bit", "ga2_sm"),
     _rtl("ga2_sm.v", "else if (start) m <= sink_en ? sink : 8'h80;", "else if (start) m <= sink_en ? sink : 8'h00;",
          "the softmax max starts at 0, not -128", "ga2_sm"),
-    _rtl("ga2_sm.v", "ok[l] = (k2 == K_SINK) ? (l == 0 && has_sink) :", "ok[l] = (k2 == K_SINK) ? (l == 0) :",
+    _rtl("ga2_sm.v", "lane_ok = (k2 == K_SINK) ? (lane == 2'd0 && has_sink) :",
+         "lane_ok = (k2 == K_SINK) ? (lane == 2'd0) :",
          "the softmax sum counts a sink that is not there", "ga2_sm"),
     _rtl("divu.v", "left <= 6'd32;", "left <= 6'd31;", "the divider runs 31 iterations", "divu"),
     _rtl("dma.v", "wire take     = free && (have_q || start) && (!take_st || loads_out == {QW{1'b0}});",
@@ -628,8 +629,8 @@ RTL: list[Mutant] = [
     _rtl("sram.v", "p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];",
          "p0_data[k*32 +: 32] <= bank_rdata[p0_sel[3-k]*32 +: 32];",
          "the line read returns its words in reverse order", "sram"),
-    Mutant(_RTL, "rtl/sram.v", ".raddr(dr_hit ? dr_r : p0_hit ? p0_row[j0] : p1_row)",
-           ".raddr(p0_hit ? p0_row[j0] : dr_hit ? dr_r : p1_row)",
+    Mutant(_RTL, "rtl/sram.v", ".raddr(dr_use[b] ? dr_lrow[LANE] : p0_use[b] ? p0_lrow[LANE] : p1_row)",
+           ".raddr(p0_use[b] ? p0_lrow[LANE] : dr_use[b] ? dr_lrow[LANE] : p1_row)",
            "a bank serves the compute read before the DMA's", "rtl", "sram",
            equivalent="the machine model rejects a program in which a compute unit and a STORE read one bank "
            "in the same cycle (each bank has one read port), and the units read only the words the model "
