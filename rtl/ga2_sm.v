@@ -141,26 +141,27 @@ module ga2_sm #(
 
     // ------------------------------------------------------------------- the lanes' pipeline
     // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink. The
-    // lanes' values are functions, evaluated where they are registered (a simulator works them
-    // out only while the unit runs).
+    // lanes' values are functions of their arguments, evaluated where they are registered (a
+    // simulator works them out only while the unit runs).
     wire [15:0] first = {w2, 2'b00};
+    wire        sink_slot = (k2 == K_SINK);
     function [7:0] lane_x;             // x of a lane
-        input [1:0] lane;
+        input [1:0]  lane;
+        input        sink_now;         // the sink slot
+        input [7:0]  sink_v;
+        input [31:0] word;
         begin
-            lane_x = (k2 == K_SINK) ? sink_r : rd_data[lane*8 +: 8];
+            lane_x = sink_now ? sink_v : word[lane*8 +: 8];
         end
     endfunction
     function lane_ok;                  // a lane below n (the sink slot: lane 0 with a sink)
-        input [1:0] lane;
+        input [1:0]  lane;
+        input        sink_now;
+        input        with_sink;
+        input [15:0] first_el;         // the element in lane 0
+        input [15:0] n_el;
         begin
-            lane_ok = (k2 == K_SINK) ? (lane == 2'd0 && has_sink) : ((first + {14'd0, lane}) < len);
-        end
-    endfunction
-    // m - x: in 0..255 for every lane below n (m is their max)
-    function [7:0] diff;
-        input [1:0] lane;
-        begin
-            diff = m - lane_x(lane);
+            lane_ok = sink_now ? (lane == 2'd0 && with_sink) : ((first_el + {14'd0, lane}) < n_el);
         end
     endfunction
 
@@ -173,15 +174,19 @@ module ga2_sm #(
         end
     endfunction
     function [7:0] max_x;              // a lane's x, or -128 (never raises a maximum) past n
-        input [1:0] lane;
+        input       ok;
+        input [7:0] x;
         begin
-            max_x = lane_ok(lane) ? lane_x(lane) : 8'h80;
+            max_x = ok ? x : 8'h80;
         end
     endfunction
     reg [7:0] word_max;
     reg       word_max_on;
     always @(posedge clk) begin
-        if (run) word_max <= max8(max8(max_x(2'd0), max_x(2'd1)), max8(max_x(2'd2), max_x(2'd3)));
+        if (run) word_max <= max8(max8(max_x(lane_ok(2'd0, sink_slot, has_sink, first, len), lane_x(2'd0, sink_slot, sink_r, rd_data)),
+                                       max_x(lane_ok(2'd1, sink_slot, has_sink, first, len), lane_x(2'd1, sink_slot, sink_r, rd_data))),
+                                  max8(max_x(lane_ok(2'd2, sink_slot, has_sink, first, len), lane_x(2'd2, sink_slot, sink_r, rd_data)),
+                                       max_x(lane_ok(2'd3, sink_slot, has_sink, first, len), lane_x(2'd3, sink_slot, sink_r, rd_data))));
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
@@ -223,11 +228,12 @@ module ga2_sm #(
     integer l;
     always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
-            s1_prod[l] <= {16'd0, diff(l[1:0])} * {8'd0, smul_r};
+            s1_prod[l] <= {16'd0, m - lane_x(l[1:0], sink_slot, sink_r, rd_data)} * {8'd0, smul_r};  // m - x: 0..255 below n
             s2_d[l] <= table_step(s1_prod[l]);
             s4_p[l] <= {16'd0, e[l]} * {15'd0, recip};
         end
-        s1_ok <= {lane_ok(2'd3), lane_ok(2'd2), lane_ok(2'd1), lane_ok(2'd0)};
+        s1_ok <= {lane_ok(2'd3, sink_slot, has_sink, first, len), lane_ok(2'd2, sink_slot, has_sink, first, len),
+                  lane_ok(2'd1, sink_slot, has_sink, first, len), lane_ok(2'd0, sink_slot, has_sink, first, len)};
         s2_ok <= s1_ok;
         s3_ok <= s2_ok;
         s4_ok <= s3_ok;
@@ -275,12 +281,13 @@ module ga2_sm #(
 
     // the written word: p = min(127, (E * R + 2^23) >> 24), zero past n
     // (E*R + 2^23) >> 24 is E*R's bits 31:24 plus its bit 23 (E*R <= 2^31)
-    function [7:0] prob;               // a lane's p
-        input [1:0] lane;
-        reg   [8:0] rounded;
+    function [7:0] prob;               // a lane's p from its E*R
+        input [31:0] er;
+        input        ok;
+        reg   [8:0]  rounded;
         begin
-            rounded = {1'b0, s4_p[lane][31:GA2_SM_OUT_SHIFT]} + {8'd0, s4_p[lane][GA2_SM_OUT_SHIFT - 1]};
-            prob = !s4_ok[lane] ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
+            rounded = {1'b0, er[31:GA2_SM_OUT_SHIFT]} + {8'd0, er[GA2_SM_OUT_SHIFT - 1]};
+            prob = !ok ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
         end
     endfunction
     always @(posedge clk) begin
@@ -293,7 +300,7 @@ module ga2_sm #(
             we <= (s4_k == K_NORM);
             done <= (s4_k == K_NORM) && s4_l;
             waddr <= s4_a;
-            wdata <= {prob(2'd3), prob(2'd2), prob(2'd1), prob(2'd0)};
+            wdata <= {prob(s4_p[3], s4_ok[3]), prob(s4_p[2], s4_ok[2]), prob(s4_p[1], s4_ok[1]), prob(s4_p[0], s4_ok[0])};
         end
     end
 endmodule

@@ -200,15 +200,19 @@ module ga2_vec #(
         end
     endfunction
     function [23:0] cand;             // a lane's {value, index}; a lane past n can never win: it
-        input [1:0] lane;              // becomes the smallest value at the largest index
+        input [1:0]  lane;             // becomes the smallest value at the largest index
+        input        ok;
+        input [31:0] word;
+        input [15:0] first_el;
         begin
-            cand = t2_ok[lane] ? {a_word[lane*8 +: 8], first + {14'd0, lane}} : {8'h80, 16'hffff};
+            cand = ok ? {word[lane*8 +: 8], first_el + {14'd0, lane}} : {8'h80, 16'hffff};
         end
     endfunction
     reg [23:0] word_best, best;
     reg        word_on;
     always @(posedge clk) begin
-        if (busy) word_best <= first_max(first_max(cand(2'd0), cand(2'd1)), first_max(cand(2'd2), cand(2'd3)));
+        if (busy) word_best <= first_max(first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first)),
+                                         first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first)));
         if (busy || rst) word_on <= !rst && t2_on;
         if (rst || start) best <= {8'h80, 16'd0};
         else if (word_on) best <= first_max(best, word_best);
@@ -218,10 +222,12 @@ module ga2_vec #(
     wire requantized = (op == VEC_ADD) || (op == VEC_MUL);
     wire is_argmax   = (op == VEC_ARGMAX);
     function [7:0] y;                 // a lane of the word written
-        input [1:0] lane;
+        input       ok;                // the lane is below n
+        input       rq;                // requantized (ADD, MUL)
+        input [7:0] rq_lane;
+        input [7:0] plain;
         begin
-            y = !p_rest[36*(LAT-3) + 32 + {30'd0, lane}] ? 8'd0
-                : requantized ? rq_y[lane*8 +: 8] : p_rest[36*(LAT-3) + lane*8 +: 8];
+            y = !ok ? 8'd0 : rq ? rq_lane : plain;
         end
     endfunction
     always @(posedge clk) begin
@@ -234,7 +240,11 @@ module ga2_vec #(
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
             waddr <= is_argmax ? pd : p_addr[AW*(LAT-2) +: AW];
-            wdata <= is_argmax ? {16'd0, best[15:0]} : {y(2'd3), y(2'd2), y(2'd1), y(2'd0)};
+            wdata <= is_argmax ? {16'd0, best[15:0]}
+                               : {y(p_rest[36*(LAT-3) + 35], requantized, rq_y[31:24], p_rest[36*(LAT-3) + 24 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 34], requantized, rq_y[23:16], p_rest[36*(LAT-3) + 16 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 33], requantized, rq_y[15:8], p_rest[36*(LAT-3) + 8 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 32], requantized, rq_y[7:0], p_rest[36*(LAT-3) +: 8])};
         end
     end
 endmodule
