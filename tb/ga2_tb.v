@@ -166,7 +166,10 @@ module ga2_tb;
     reg [31:0] img [0:MAXWORDS-1];
     reg [31:0] ext_want [0:EXTW-1];  // what the external memory must hold after the program
     reg [31:0] imem_has [0:IMEM_WORDS-1];  // the instruction memory's words 0 .. imem_len-1 (as loaded)
-    reg [31:0] crc_table [0:255];
+    reg [31:0] crc_table [0:255];    // the byte table; crc_t1..3: the next bytes' (slicing by four)
+    reg [31:0] crc_t1 [0:255];
+    reg [31:0] crc_t2 [0:255];
+    reg [31:0] crc_t3 [0:255];
     reg [71:0] chunk [0:CHUNK-1];    // lines as read, the first byte in bits 71:64
     reg [8*(PATH_MAX+1)-1:0] path;   // one character more than allowed: a longer path shows up there
     reg [8*PATH_SHOWN-1:0]   shown;  // the path for messages: its end, from "..." when it is longer
@@ -177,7 +180,8 @@ module ga2_tb;
     integer buf_n, buf_at, buf_part, buf_eof;  // the chunk: whole lines in it, the next one, bytes past them, file ended
     reg     headed;                 // the image has a header (and CRCs)
     integer prev_init, wlog_len, miss_at, word_at, imem_len;
-    reg [71:0] ln;                  // one line of the image: 8 hex digits and a line feed
+    reg [63:0] digits;              // one line of the image: 8 hex digits (bits 63:56 the first) ...
+    reg [7:0]  lf;                  // ... and a line feed
     reg [7:0]  ch;
     reg [4:0]  hex_of [0:255];
     reg [31:0] value, crc, got, want, total_cycles, miss_want, miss_got;
@@ -185,6 +189,8 @@ module ga2_tb;
     reg [XAW-1:0] wa;
 
     // ---- CRC-32 ------------------------------------------------------------------------------
+    // Four bytes at once ("slicing by four"): crc_t<k>[b] is the CRC register after byte b and k
+    // zero bytes, so a word takes four lookups that do not wait for one another.
     task crc_init_table;
         reg [31:0] t;
         integer b, n;
@@ -194,16 +200,17 @@ module ga2_tb;
                 for (b = 0; b < 8; b = b + 1) t = t[0] ? ((t >> 1) ^ CRC_POLY) : (t >> 1);
                 crc_table[n] = t;
             end
+            for (n = 0; n < 256; n = n + 1) crc_t1[n] = crc_table[crc_table[n][7:0]] ^ {8'd0, crc_table[n][31:8]};
+            for (n = 0; n < 256; n = n + 1) crc_t2[n] = crc_table[crc_t1[n][7:0]] ^ {8'd0, crc_t1[n][31:8]};
+            for (n = 0; n < 256; n = n + 1) crc_t3[n] = crc_table[crc_t2[n][7:0]] ^ {8'd0, crc_t2[n][31:8]};
         end
     endtask
 
     // crc is the running register (all ones at the start); the CRC of the words so far is ~crc
     task crc_word(input [31:0] w);
         begin
-            crc = crc_table[crc[7:0] ^ w[7:0]]   ^ {8'd0, crc[31:8]};
-            crc = crc_table[crc[7:0] ^ w[15:8]]  ^ {8'd0, crc[31:8]};
-            crc = crc_table[crc[7:0] ^ w[23:16]] ^ {8'd0, crc[31:8]};
-            crc = crc_table[crc[7:0] ^ w[31:24]] ^ {8'd0, crc[31:8]};
+            crc = crc ^ w;
+            crc = crc_t3[crc[7:0]] ^ crc_t2[crc[15:8]] ^ crc_t1[crc[23:16]] ^ crc_table[crc[31:24]];
         end
     endtask
 
@@ -250,18 +257,18 @@ module ga2_tb;
                              shown, nread, n_words);
                 bad = 1;
             end else begin
-                ln = chunk[buf_at];
+                {digits, lf} = chunk[buf_at];  // (64 bits and 8: Icarus loads a wider value far more slowly)
                 buf_at = buf_at + 1;
-                if (hex_of[ln[71:64]][4] & hex_of[ln[63:56]][4] & hex_of[ln[55:48]][4] & hex_of[ln[47:40]][4]
-                    & hex_of[ln[39:32]][4] & hex_of[ln[31:24]][4] & hex_of[ln[23:16]][4] & hex_of[ln[15:8]][4]
-                    & (ln[7:0] == 8'h0a)) begin
-                    value = {hex_of[ln[71:64]][3:0], hex_of[ln[63:56]][3:0], hex_of[ln[55:48]][3:0],
-                             hex_of[ln[47:40]][3:0], hex_of[ln[39:32]][3:0], hex_of[ln[31:24]][3:0],
-                             hex_of[ln[23:16]][3:0], hex_of[ln[15:8]][3:0]};
+                if (hex_of[digits[63:56]][4] & hex_of[digits[55:48]][4] & hex_of[digits[47:40]][4]
+                    & hex_of[digits[39:32]][4] & hex_of[digits[31:24]][4] & hex_of[digits[23:16]][4]
+                    & hex_of[digits[15:8]][4] & hex_of[digits[7:0]][4] & (lf == 8'h0a)) begin
+                    value = {hex_of[digits[63:56]][3:0], hex_of[digits[55:48]][3:0], hex_of[digits[47:40]][3:0],
+                             hex_of[digits[39:32]][3:0], hex_of[digits[31:24]][3:0], hex_of[digits[23:16]][3:0],
+                             hex_of[digits[15:8]][3:0], hex_of[digits[7:0]][3:0]};
                 end else begin
                     bad = 1;
                     for (k = 1; k <= 8 && bad == 1; k = k + 1) begin
-                        ch = ln[72 - 8*k +: 8];
+                        ch = digits[64 - 8*k +: 8];
                         if (hex_of[ch][4] == 1'b0) begin
                             $display("FAIL: malformed image %0s: line %0d byte %0d is 0x%h, not a lowercase hex digit (a line is 8 of them and a line feed)",
                                      shown, nread + 1, k, ch);
@@ -270,7 +277,7 @@ module ga2_tb;
                     end
                     if (bad == 1)
                         $display("FAIL: malformed image %0s: line %0d byte 9 is 0x%h, not the line feed after 8 hex digits",
-                                 shown, nread + 1, ln[7:0]);
+                                 shown, nread + 1, lf);
                 end
             end
         end
@@ -664,12 +671,12 @@ module ga2_tb;
     // A numeric plusarg's text (right-aligned in `arg`, NUL bytes before it) as a decimal number:
     // digits only, at least one, else -1; a number of more than nine digits is 10^9.
     function integer decimal(input [8*(ARG_MAX+1)-1:0] text);
-        integer n, digits, at;
+        integer n, n_digits, at;
         reg [7:0] b;
         reg       started, ok;
         begin
             n = 0;
-            digits = 0;
+            n_digits = 0;
             started = 1'b0;
             ok = 1'b1;
             for (at = ARG_MAX; at >= 0; at = at - 1) begin
@@ -679,10 +686,10 @@ module ga2_tb;
                     if (b < "0" || b > "9") ok = 1'b0;
                     else if (n < 100_000_000) n = 10 * n + {24'd0, b - "0"};
                     else n = 1_000_000_000;
-                    digits = digits + 1;
+                    n_digits = n_digits + 1;
                 end
             end
-            decimal = (ok && digits > 0) ? n : -1;
+            decimal = (ok && n_digits > 0) ? n : -1;
         end
     endfunction
 
