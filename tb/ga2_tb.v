@@ -146,13 +146,15 @@ module ga2_tb;
 
     // ---- the external writes of a program ---------------------------------------------------
     // Every write beat the memory takes (extmem_rw writes word j of it to req_addr + j, within its
-    // XAW address bits): its first address and mask. Cleared by reset; past LOG_MAX beats only
-    // counted.
+    // XAW address bits): its first address and mask, reset or not (the memory takes them either
+    // way). Emptied at the rising edge after the testbench sets wlog_clear (at the start of each
+    // program's reset); past LOG_MAX beats only counted.
     reg [XAW-1:0]    wlog_addr [0:LOG_MAX-1];
     reg [EWORDS-1:0] wlog_mask [0:LOG_MAX-1];
     integer          wlog_n;
+    reg              wlog_clear = 1'b1;
     always @(posedge clk) begin
-        if (rst) begin
+        if (wlog_clear) begin
             wlog_n <= 0;
         end else if (req_valid && req_ready && req_we) begin
             if (wlog_n < LOG_MAX) begin
@@ -601,7 +603,10 @@ module ga2_tb;
             // program, is not written again: the memory keeps its words through reset)
             #(PERIOD);
             rst_d = 1'b1;
+            wlog_clear = 1'b1;
             prepare_external;
+            #(PERIOD);
+            wlog_clear = 1'b0;  // the log is empty from this rising edge on
             for (i = 0; i < n_code + 4 && i < IMEM_WORDS; i = i + 1) begin
                 value = (i < n_code) ? img[at_code + i] : 32'd0;
                 if (i >= imem_len || imem_has[i] !== value) begin

@@ -269,3 +269,54 @@ def test_a_missing_default_image_is_a_fail_with_status_1(tmp_path):
     for sim in BOTH:
         rc, out = _run(sim, cwd=tmp_path)
         assert verdict(out) == "FAIL: cannot open the image out/ga2_programs.hex" and rc == 1, (sim, rc, out[-500:])
+
+
+# ---- every external word that can differ is compared ------------------------------------------------
+
+
+def _without(rec: list[int], drop: set[int]) -> list[int]:
+    """The record with the external words at `drop` left out of its expected changes (as a model
+    that missed a store would write it): the chip still writes them."""
+    s = ga2_progs.sections(rec)
+    addrs = [a for run in rec[s["xruns"]] for a in range(run & 0xFFFF, (run & 0xFFFF) + (run >> 16))]
+    changes = {a: v for a, v in zip(addrs, rec[s["xvals"]]) if a not in drop}
+    sp_addrs = [a for run in rec[s["sruns"]] for a in range(run & 0xFFFF, (run & 0xFFFF) + (run >> 16))]
+    return ga2_progs.make_record(rec[s["code"]], rec[s["init"]], changes, dict(zip(sp_addrs, rec[s["svals"]])),
+                                 rec[s["counters"]])
+
+
+@needs_icarus
+@needs_verilator
+def test_a_write_the_record_does_not_expect_is_a_mismatch(tmp_path):
+    """Word 107 is written by the chip but not among the record's changes: only the testbench's log
+    of the chip's writes can see it (the words it compares are the logged and the expected ones)."""
+    code = asm.load(0, 0, 1, 8) + asm.store(0, 100, 1, 8) + asm.halt()
+    rec = _without(ga2_progs.record(code, list(range(1, 9)), EXTW), {107})
+    path = tmp_path / "unexpected.hex"
+    ga2_progs.write_image([ga2_progs.record(asm.halt(), list(range(1, 9)), EXTW), rec], path)
+    line, codes = _both(path)
+    assert line == "MISMATCH: program 1 external word 107: expected 00000000, got 00000008", line
+    assert codes == {"icarus": 1, "verilator": 1}
+
+
+@needs_icarus
+@needs_verilator
+def test_more_writes_than_the_log_holds_are_compared_word_by_word(tmp_path):
+    """5,000 write beats (five stores of the same 1,000 words) overflow the testbench's log of 4,096:
+    every external word is compared, and the unexpected one is still named; the next program starts
+    from its own initial image all the same."""
+    code = asm.load(0, 0, 1, 1000) + asm.wait() + asm.store(0, 0, 5, 1000, ext_stride=0, sram_stride=0) + asm.halt()
+    ext = [(7 * i + 1) & 0xFFFFFFFF for i in range(1000)]
+    good = ga2_progs.record(code, ext, EXTW)
+    assert ga2_progs.sections(good)["xvals"].stop == ga2_progs.sections(good)["xvals"].start  # stores what it read
+    path = tmp_path / "overflow.hex"
+    later = ga2_progs.record(asm.load(0, 0, 1, 8) + asm.store(0, 900, 1, 8) + asm.halt(), list(range(1, 9)), EXTW)
+    ga2_progs.write_image([good, later], path)
+    line, _codes = _both(path)
+    assert line.startswith(f"PASS: 2 {PASS_TEXT}"), line
+    code = asm.load(0, 0, 1, 1000) + asm.wait() + asm.store(0, 5, 5, 1000 - 5, ext_stride=0, sram_stride=0) + asm.halt()
+    bad = _without(ga2_progs.record(code, ext, EXTW), {600})
+    ga2_progs.write_image([bad], path)
+    line, codes = _both(path)
+    assert line == f"MISMATCH: program 0 external word 600: expected {ext[600]:08x}, got {ext[595]:08x}", line
+    assert codes == {"icarus": 1, "verilator": 1}
