@@ -69,8 +69,8 @@ module dma #(
     reg [DW-1:0] dq [0:QUEUE-1];
     reg [QPW-1:0] dq_rp, dq_wp;
     reg [QW-1:0]  dq_count;
-    wire [DW-1:0] d_in   = {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride};
-    wire [DW-1:0] d_head = dq[dq_rp];
+    // (a descriptor is {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride}; the fields
+    // are picked where a transfer takes them, so a simulator works out these wide values only then)
 
     // ------------------------------------------------------------------ the request engine
     localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2;
@@ -140,10 +140,9 @@ module dma #(
     // the engine can take a descriptor this cycle
     wire free     = (state == R_IDLE) || (req_done && !store);
     wire have_q   = (dq_count != {QW{1'b0}});
-    wire take_st  = have_q ? d_head[DW-1] : is_store;
+    wire take_st  = have_q ? dq[dq_rp][DW-1] : is_store;
     wire take     = free && (have_q || start) && (!take_st || loads_out == {QW{1'b0}});
     wire bypass   = take && !have_q;   // the descriptor issued this cycle starts at once
-    wire [DW-1:0] d_take = have_q ? d_head : d_in;
 
     // completions: a LOAD's last answer written, a STORE's last word sent
     reg  rsp_v, rsp_last;
@@ -173,7 +172,7 @@ module dma #(
         end else if (start || take || ends || state != R_IDLE) begin  // idle otherwise
             // the queue of descriptors
             if (start && !bypass) begin
-                dq[dq_wp] <= d_in;
+                dq[dq_wp] <= {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride};
                 dq_wp <= (dq_wp == Q_LAST) ? {QPW{1'b0}} : dq_wp + 1'b1;
             end
             if (take && have_q) dq_rp <= (dq_rp == Q_LAST) ? {QPW{1'b0}} : dq_rp + 1'b1;
@@ -200,13 +199,13 @@ module dma #(
             endcase
             if (take) begin
                 state <= R_SETUP;
-                store <= d_take[DW-1];
-                rows_m1 <= d_take[DW-2 -: 16] - 16'd1;
-                cols_m1 <= d_take[DW-18 -: 16] - 16'd1;
-                e_row <= d_take[DW-34 -: 16];
-                e_stride <= d_take[DW-50 -: 16];
-                s_row <= d_take[2*AW-1:AW];
-                s_stride <= d_take[AW-1:0];
+                store <= take_st;
+                rows_m1 <= (have_q ? dq[dq_rp][DW-2 -: 16] : rows) - 16'd1;
+                cols_m1 <= (have_q ? dq[dq_rp][DW-18 -: 16] : cols) - 16'd1;
+                e_row <= have_q ? dq[dq_rp][DW-34 -: 16] : ext_base;
+                e_stride <= have_q ? dq[dq_rp][DW-50 -: 16] : ext_stride;
+                s_row <= have_q ? dq[dq_rp][2*AW-1:AW] : sram_base;
+                s_stride <= have_q ? dq[dq_rp][AW-1:0] : sram_stride;
                 r <= 16'd0;
                 c <= 16'd0;
             end

@@ -504,11 +504,20 @@ module ga2_mm #(
     // lanes meet A's zero lanes past K, but an unread port lane may hold anything, X in a 4-state
     // simulator, and X times zero is not zero there)
     wire [SRB*8-1:0]   dot_word;
+    // The next edges, lane by lane. Each lane's value sits behind the condition that lets any
+    // lane of its group be nonzero (the value is the same): a simulator that evaluates every block
+    // every cycle then merges the lanes under one test, false while no B step arrives.
+    wire a_any = step_b && k_in;           // an A step: lanes below rt carry rowmem's bytes
+    wire d_any = step_b && !brows;         // a dot-form step: one row's B row arrives
+    wire b_any = step_b && brows;          // a BROWS step: the pass's columns carry the line
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
-            always @* a_next[ge*8 +: 8] = (step_b && tg2_rt > ge && k_in) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-            wire load = step_b && !brows && dot_r2 == ge;
+            always @* begin
+                if (a_any) a_next[ge*8 +: 8] = (tg2_rt > ge) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
+                else a_next[ge*8 +: 8] = 8'd0;
+            end
+            wire load = d_any && dot_r2 == ge;
             always @* sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
                                                         : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
             always @* srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
@@ -516,6 +525,21 @@ module ga2_mm #(
             always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
                                                      : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
         end
+        for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
+            // the pass's column gc is line lane gc (N = 2: gc + 2 in a second half pass)
+            wire [7:0] line_byte;
+            if (HALF != 0) begin : g_half
+                assign line_byte = g_half_lanes.h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8];
+            end else begin : g_whole
+                assign line_byte = rd_data[gc*8 +: 8];
+            end
+            always @* begin
+                if (b_any) b_next[gc*8 +: 8] = tg2_cols[gc] ? line_byte : 8'd0;
+                else b_next[gc*8 +: 8] = 8'd0;
+            end
+        end
+    endgenerate
+    generate
         if (DOTW > 1) begin : g_dot2
             reg w2_1, w2_2;  // the read of one and two cycles ago had a second word
             always @(posedge clk) begin
@@ -531,7 +555,7 @@ module ga2_mm #(
         end else begin : g_dot1
             assign dot_word = rd_data[31:0];
         end
-        if (HALF != 0) begin : g_blane_half
+        if (HALF != 0) begin : g_half_lanes
             // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass
             reg h1, h2;  // the half of the read one and two cycles ago
             always @(posedge clk) begin
@@ -542,15 +566,6 @@ module ga2_mm #(
                     h1 <= half;
                     h2 <= h1;
                 end
-            end
-            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
-                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc])
-                                              ? (h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8]) : 8'd0;
-            end
-        end else begin : g_blane_whole
-            for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
-                // the pass's column gc is line lane gc
-                always @* b_next[gc*8 +: 8] = (step_b && brows && tg2_cols[gc]) ? rd_data[gc*8 +: 8] : 8'd0;
             end
         end
     endgenerate
@@ -642,24 +657,22 @@ module ga2_mm #(
             else place = {(NB+GB+1){1'b0}};
         end
     endfunction
-    reg [NB-1:0] lay_lane [0:N-1];
-    reg [GB-1:0] lay_group [0:N-1];
-    reg [N-1:0]  lay_inj;
+    reg [N*NB-1:0] lay_lane;           // row i at bits NB*i+NB-1:NB*i
+    reg [N*GB-1:0] lay_group;          // row i at bits GB*i+GB-1:GB*i
+    reg [N-1:0]    lay_inj;
     integer i;
     always @(posedge clk) begin
         if (rst) begin
-            for (i = 0; i < N; i = i + 1) begin
-                lay_lane[i] <= {NB{1'b0}};
-                lay_group[i] <= {GB{1'b0}};
-            end
+            lay_lane <= {N*NB{1'b0}};
+            lay_group <= {N*GB{1'b0}};
             lay_inj <= {N{1'b0}};
         end else if (step_b && tg2_new) begin
             for (i = 0; i < N; i = i + 1) begin
                 if (brows) begin
-                    {lay_inj[i], lay_group[i], lay_lane[i]} <= place(i, tg2_rt, groups_of(tg2_rt));
+                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, groups_of(tg2_rt));
                 end else begin
-                    lay_lane[i] <= i[NB-1:0];
-                    lay_group[i] <= {GB{1'b0}};
+                    lay_lane[i*NB +: NB] <= i[NB-1:0];
+                    lay_group[i*GB +: GB] <= {GB{1'b0}};
                     lay_inj[i] <= (i == 0);
                 end
             end
@@ -673,11 +686,11 @@ module ga2_mm #(
     genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr]] : sr_v[gr*SRB*8 +: 8];
-            always @* first_left[gr] = brows ? af_del[lay_lane[gr]] : srf_v[gr*SRB];
-            always @* last_left[gr] = brows ? al_del[lay_lane[gr]] : srl_v[gr*SRB];
+            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr*NB +: NB]] : sr_v[gr*SRB*8 +: 8];
+            always @* first_left[gr] = brows ? af_del[lay_lane[gr*NB +: NB]] : srf_v[gr*SRB];
+            always @* last_left[gr] = brows ? al_del[lay_lane[gr*NB +: NB]] : srl_v[gr*SRB];
             for (gt = 0; gt < N; gt = gt + 1) begin : g_top
-                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr], gt[NB-1:0]}] :
+                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr*GB +: GB], gt[NB-1:0]}] :
                                                  (gr == 0) ? a_del[gt] : 8'd0;
             end
         end

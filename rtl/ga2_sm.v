@@ -140,19 +140,30 @@ module ga2_sm #(
     end
 
     // ------------------------------------------------------------------- the lanes' pipeline
-    // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink.
+    // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink. The
+    // lanes' values are functions of their arguments, evaluated where they are registered (a
+    // simulator works them out only while the unit runs).
     wire [15:0] first = {w2, 2'b00};
-    reg  [7:0]  x [0:3];
-    reg  [7:0]  diff [0:3];             // m - x: in 0..255 for every lane below n (m is their max)
-    reg  [3:0]  ok;
-    integer l;
-    always @(*) begin
-        for (l = 0; l < 4; l = l + 1) begin
-            x[l] = (k2 == K_SINK) ? sink_r : rd_data[l*8 +: 8];
-            diff[l] = m - x[l];
-            ok[l] = (k2 == K_SINK) ? (l == 0 && has_sink) : ((first + l[15:0]) < len);
+    wire        sink_slot = (k2 == K_SINK);
+    function [7:0] lane_x;             // x of a lane
+        input [1:0]  lane;
+        input        sink_now;         // the sink slot
+        input [7:0]  sink_v;
+        input [31:0] word;
+        begin
+            lane_x = sink_now ? sink_v : word[lane*8 +: 8];
         end
-    end
+    endfunction
+    function lane_ok;                  // a lane below n (the sink slot: lane 0 with a sink)
+        input [1:0]  lane;
+        input        sink_now;
+        input        with_sink;
+        input [15:0] first_el;         // the element in lane 0
+        input [15:0] n_el;
+        begin
+            lane_ok = sink_now ? (lane == 2'd0 && with_sink) : ((first_el + {14'd0, lane}) < n_el);
+        end
+    endfunction
 
     // pass 1: each word's maximum by a tree of compares (registered), then the running maximum
     function [7:0] max8;
@@ -162,17 +173,20 @@ module ga2_sm #(
             max8 = ($signed(p) > $signed(q)) ? p : q;
         end
     endfunction
-    wire [7:0] lane_x [0:3];
-    genvar gm;
-    generate
-        for (gm = 0; gm < 4; gm = gm + 1) begin : g_max
-            assign lane_x[gm] = ok[gm] ? x[gm] : 8'h80;  // -128 never raises a maximum
+    function [7:0] max_x;              // a lane's x, or -128 (never raises a maximum) past n
+        input       ok;
+        input [7:0] x;
+        begin
+            max_x = ok ? x : 8'h80;
         end
-    endgenerate
+    endfunction
     reg [7:0] word_max;
     reg       word_max_on;
     always @(posedge clk) begin
-        if (run) word_max <= max8(max8(lane_x[0], lane_x[1]), max8(lane_x[2], lane_x[3]));
+        if (run) word_max <= max8(max8(max_x(lane_ok(2'd0, sink_slot, has_sink, first, len), lane_x(2'd0, sink_slot, sink_r, rd_data)),
+                                       max_x(lane_ok(2'd1, sink_slot, has_sink, first, len), lane_x(2'd1, sink_slot, sink_r, rd_data))),
+                                  max8(max_x(lane_ok(2'd2, sink_slot, has_sink, first, len), lane_x(2'd2, sink_slot, sink_r, rd_data)),
+                                       max_x(lane_ok(2'd3, sink_slot, has_sink, first, len), lane_x(2'd3, sink_slot, sink_r, rd_data))));
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
@@ -187,12 +201,14 @@ module ga2_sm #(
     reg  [3:0]  s1_ok, s2_ok, s3_ok, s4_ok;
     reg  [AW-1:0] s1_a, s2_a, s3_a, s4_a;
     reg         s1_l, s2_l, s3_l, s4_l;
-    reg  [24:0] steps [0:3];
-    always @(*) begin
-        for (l = 0; l < 4; l = l + 1) begin
-            steps[l] = {1'b0, s1_prod[l]} + (25'd1 << (GA2_SM_SCALE_SHIFT - 1));
+    function [7:0] table_step;         // min(255, (prod + 2^9) >> 10): the difference in table steps
+        input [23:0] prod;
+        reg   [24:0] steps;
+        begin
+            steps = ({1'b0, prod} + (25'd1 << (GA2_SM_SCALE_SHIFT - 1))) >> GA2_SM_SCALE_SHIFT;
+            table_step = (steps > 25'd255) ? 8'd255 : steps[7:0];
         end
-    end
+    endfunction
     genvar gl;
     generate
         for (gl = 0; gl < 4; gl = gl + 1) begin : g_lut
@@ -209,13 +225,15 @@ module ga2_sm #(
     wire [31:0] quotient;  // S >= 2^15 (see the header): the quotient is below 2^17
     /* verilator lint_on UNUSEDSIGNAL */
     assign recip = quotient[16:0];
+    integer l;
     always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
-            s1_prod[l] <= {16'd0, diff[l]} * {8'd0, smul_r};
-            s2_d[l] <= (steps[l][24:GA2_SM_SCALE_SHIFT] > 15'd255) ? 8'd255 : steps[l][GA2_SM_SCALE_SHIFT +: 8];
+            s1_prod[l] <= {16'd0, m - lane_x(l[1:0], sink_slot, sink_r, rd_data)} * {8'd0, smul_r};  // m - x: 0..255 below n
+            s2_d[l] <= table_step(s1_prod[l]);
             s4_p[l] <= {16'd0, e[l]} * {15'd0, recip};
         end
-        s1_ok <= ok;
+        s1_ok <= {lane_ok(2'd3, sink_slot, has_sink, first, len), lane_ok(2'd2, sink_slot, has_sink, first, len),
+                  lane_ok(2'd1, sink_slot, has_sink, first, len), lane_ok(2'd0, sink_slot, has_sink, first, len)};
         s2_ok <= s1_ok;
         s3_ok <= s2_ok;
         s4_ok <= s3_ok;
@@ -263,14 +281,15 @@ module ga2_sm #(
 
     // the written word: p = min(127, (E * R + 2^23) >> 24), zero past n
     // (E*R + 2^23) >> 24 is E*R's bits 31:24 plus its bit 23 (E*R <= 2^31)
-    reg [7:0] p [0:3];
-    reg [8:0] rounded;
-    always @(*) begin
-        for (l = 0; l < 4; l = l + 1) begin
-            rounded = {1'b0, s4_p[l][31:GA2_SM_OUT_SHIFT]} + {8'd0, s4_p[l][GA2_SM_OUT_SHIFT - 1]};
-            p[l] = !s4_ok[l] ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
+    function [7:0] prob;               // a lane's p from its E*R
+        input [31:0] er;
+        input        ok;
+        reg   [8:0]  rounded;
+        begin
+            rounded = {1'b0, er[31:GA2_SM_OUT_SHIFT]} + {8'd0, er[GA2_SM_OUT_SHIFT - 1]};
+            prob = !ok ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
         end
-    end
+    endfunction
     always @(posedge clk) begin
         if (rst) begin
             we <= 1'b0;
@@ -281,7 +300,7 @@ module ga2_sm #(
             we <= (s4_k == K_NORM);
             done <= (s4_k == K_NORM) && s4_l;
             waddr <= s4_a;
-            wdata <= {p[3], p[2], p[1], p[0]};
+            wdata <= {prob(s4_p[3], s4_ok[3]), prob(s4_p[2], s4_ok[2]), prob(s4_p[1], s4_ok[1]), prob(s4_p[0], s4_ok[0])};
         end
     end
 endmodule

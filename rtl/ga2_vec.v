@@ -199,19 +199,20 @@ module ga2_vec #(
             first_max = ($signed(q[23:16]) > $signed(p[23:16])) ? q : p;
         end
     endfunction
-    wire [23:0] cand [0:3];
-    genvar gl;
-    generate
-        for (gl = 0; gl < 4; gl = gl + 1) begin : g_cand
-            localparam [15:0] LANE = gl;
-            // a lane past n can never win: it becomes the smallest value at the largest index
-            assign cand[gl] = t2_ok[gl] ? {a_word[gl*8 +: 8], first + LANE} : {8'h80, 16'hffff};
+    function [23:0] cand;             // a lane's {value, index}; a lane past n can never win: it
+        input [1:0]  lane;             // becomes the smallest value at the largest index
+        input        ok;
+        input [31:0] word;
+        input [15:0] first_el;
+        begin
+            cand = ok ? {word[lane*8 +: 8], first_el + {14'd0, lane}} : {8'h80, 16'hffff};
         end
-    endgenerate
+    endfunction
     reg [23:0] word_best, best;
     reg        word_on;
     always @(posedge clk) begin
-        if (busy) word_best <= first_max(first_max(cand[0], cand[1]), first_max(cand[2], cand[3]));
+        if (busy) word_best <= first_max(first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first)),
+                                         first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first)));
         if (busy || rst) word_on <= !rst && t2_on;
         if (rst || start) best <= {8'h80, 16'd0};
         else if (word_on) best <= first_max(best, word_best);
@@ -220,13 +221,15 @@ module ga2_vec #(
     // the write: requantized lanes (ADD, MUL), the others, or ARGMAX's index; zero past n
     wire requantized = (op == VEC_ADD) || (op == VEC_MUL);
     wire is_argmax   = (op == VEC_ARGMAX);
-    reg [7:0] y [0:3];
-    integer q;
-    always @(*) begin
-        for (q = 0; q < 4; q = q + 1) begin
-            y[q] = !p_rest[36*(LAT-3) + 32 + q] ? 8'd0 : requantized ? rq_y[q*8 +: 8] : p_rest[36*(LAT-3) + q*8 +: 8];
+    function [7:0] y;                 // a lane of the word written
+        input       ok;                // the lane is below n
+        input       rq;                // requantized (ADD, MUL)
+        input [7:0] rq_lane;
+        input [7:0] plain;
+        begin
+            y = !ok ? 8'd0 : rq ? rq_lane : plain;
         end
-    end
+    endfunction
     always @(posedge clk) begin
         if (rst) begin
             we <= 1'b0;
@@ -237,7 +240,11 @@ module ga2_vec #(
             we <= is_argmax ? p_last[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
             waddr <= is_argmax ? pd : p_addr[AW*(LAT-2) +: AW];
-            wdata <= is_argmax ? {16'd0, best[15:0]} : {y[3], y[2], y[1], y[0]};
+            wdata <= is_argmax ? {16'd0, best[15:0]}
+                               : {y(p_rest[36*(LAT-3) + 35], requantized, rq_y[31:24], p_rest[36*(LAT-3) + 24 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 34], requantized, rq_y[23:16], p_rest[36*(LAT-3) + 16 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 33], requantized, rq_y[15:8], p_rest[36*(LAT-3) + 8 +: 8]),
+                                  y(p_rest[36*(LAT-3) + 32], requantized, rq_y[7:0], p_rest[36*(LAT-3) +: 8])};
         end
     end
 endmodule

@@ -47,67 +47,73 @@ module sram #(
     wire [RW-1:0] p1_row  = p1_addr[AW-3:2];
     wire [RW-1:0] wc_row  = wc_addr[AW-3:2];
 
-    // the words of the lines: four for p0, EW for dr and wd (word j at address + j)
-    wire [3:0]    p0_bank [0:3];
-    wire [RW-1:0] p0_row  [0:3];
-    wire [3:0]    dr_bank [0:EW-1];
-    wire [RW-1:0] dr_row  [0:EW-1];
-    wire [3:0]    wd_bank [0:EW-1];
-    wire [RW-1:0] wd_row  [0:EW-1];
+    // The ports seen from the banks. Each port's request is decoded once into the set of banks it
+    // uses this cycle (bit b: bank b) and, for each of the four lanes, the row (and data) it brings
+    // to that lane's banks: a line of up to four consecutive words puts at most one word in each
+    // lane. A bank then only picks among those (a simulator evaluates five decodes and sixteen small
+    // selects per cycle instead of every port against every bank).
+    reg  [15:0]   p0_use, dr_use, wd_use; // the banks each line port uses
+    reg  [3:0]    p0_bank [0:3];          // the bank of word j of each line
+    reg  [3:0]    dr_bank [0:EW-1];
+    reg  [1:0]    p0_lgrp [0:3];          // lane l: the group and row of the line's word in lane l
+    reg  [RW-1:0] p0_lrow [0:3];
+    reg  [RW-1:0] dr_lrow [0:3];
+    reg  [RW-1:0] wd_lrow [0:3];
+    reg  [31:0]   wd_ldata [0:3];
+    wire [15:0]   p1_use  = p1_en ? (16'd1 << p1_bank) : 16'd0;
+    wire [15:0]   wc_use  = wc_en ? (16'd1 << wc_bank) : 16'd0;
     genvar j;
     generate
         for (j = 0; j < 4; j = j + 1) begin : g_line
-            wire [AW-1:0] word = p0_addr + j[AW-1:0];
-            assign p0_bank[j] = {word[AW-1:AW-2], word[1:0]};
-            assign p0_row[j]  = word[AW-3:2];
-        end
-        for (j = 0; j < EW; j = j + 1) begin : g_dma
-            wire [AW-1:0] rword = dr_addr + j[AW-1:0];
-            wire [AW-1:0] wword = wd_addr + j[AW-1:0];
-            assign dr_bank[j] = {rword[AW-1:AW-2], rword[1:0]};
-            assign dr_row[j]  = rword[AW-3:2];
-            assign wd_bank[j] = {wword[AW-1:AW-2], wword[1:0]};
-            assign wd_row[j]  = wword[AW-3:2];
+            // lane j holds word (j - p0_addr mod 4) of the line, one row group on when it wraps
+            wire [1:0]    k  = j[1:0] - p0_addr[1:0];
+            wire          wrap = ({1'b0, p0_addr[1:0]} + {1'b0, k}) > 3'd3;  // the line passed a row end
+            wire [AW-3:0] hi = p0_addr[AW-1:2] + {{(AW-3){1'b0}}, wrap};
+            always @* p0_lgrp[j] = hi[AW-3:AW-4];
+            always @* p0_lrow[j] = hi[AW-5:0];
+            wire          req = p0_mask[k];
+            wire [1:0]    lane = p0_addr[1:0] + j[1:0];  // the lane of word j
+            always @* p0_bank[j] = {p0_lgrp[lane], lane};
+            wire [15:0]   use_j = req ? (16'd1 << {hi[AW-3:AW-4], j[1:0]}) : 16'd0;
         end
     endgenerate
+    always @* p0_use = g_line[0].use_j | g_line[1].use_j | g_line[2].use_j | g_line[3].use_j;
+    // the DMA lines (EW = 1 or 2 words: word d of a line lands in lane (address + d) mod 4)
+    integer d, l;
+    reg [AW-1:0] dma_word;
+    always @* begin
+        dr_use = 16'd0;
+        wd_use = 16'd0;
+        for (l = 0; l < 4; l = l + 1) begin
+            dr_lrow[l] = dr_addr[AW-3:2];
+            wd_lrow[l] = wd_addr[AW-3:2];
+            wd_ldata[l] = wd_data[31:0];
+        end
+        for (d = 0; d < EW; d = d + 1) begin
+            dma_word = dr_addr + d[AW-1:0];
+            dr_bank[d] = {dma_word[AW-1:AW-2], dma_word[1:0]};
+            if (dr_en[d]) dr_use = dr_use | (16'd1 << dr_bank[d]);
+            dr_lrow[dma_word[1:0]] = dma_word[AW-3:2];
+            dma_word = wd_addr + d[AW-1:0];
+            if (wd_en[d]) wd_use = wd_use | (16'd1 << {dma_word[AW-1:AW-2], dma_word[1:0]});
+            wd_lrow[dma_word[1:0]] = dma_word[AW-3:2];
+            wd_ldata[dma_word[1:0]] = wd_data[d*32 +: 32];
+        end
+    end
+    wire [15:0] rd_use = dr_use | p0_use | p1_use;
+    wire [15:0] wr_use = wd_use | wc_use;
 
     reg  [BANKS*32-1:0] bank_rdata;  // bank b's read data in bits 32b+31:32b (see g_bank)
     genvar b;
     generate
         for (b = 0; b < BANKS; b = b + 1) begin : g_bank
             localparam [3:0] B = b;
-            // the word of each line that lands in this bank's lane, if any
-            wire [1:0]    j0     = B[1:0] - p0_addr[1:0];
-            wire          p0_hit = p0_mask[j0] && (p0_bank[j0] == B);
-            wire          p1_hit = p1_en && (p1_bank == B);
-            wire          wc_hit = wc_en && (wc_bank == B);
-            reg           dr_hit, wd_hit;
-            reg  [RW-1:0] dr_r, wd_r;
-            reg  [31:0]   wd_d;
-            integer       d;
-            always @* begin
-                dr_hit = 1'b0;
-                wd_hit = 1'b0;
-                dr_r = {RW{1'b0}};
-                wd_r = {RW{1'b0}};
-                wd_d = 32'd0;
-                for (d = 0; d < EW; d = d + 1) begin
-                    if (dr_en[d] && dr_bank[d] == B) begin
-                        dr_hit = 1'b1;
-                        dr_r = dr_row[d];
-                    end
-                    if (wd_en[d] && wd_bank[d] == B) begin
-                        wd_hit = 1'b1;
-                        wd_r = wd_row[d];
-                        wd_d = wd_data[d*32 +: 32];
-                    end
-                end
-            end
+            localparam [1:0] LANE = B[1:0];
             wire [31:0] q;
             ram_1r1w #(.WIDTH(32), .DEPTH(BW), .AW(RW)) u_ram (
                 .clk(clk),
-                .we(wd_hit || wc_hit), .waddr(wd_hit ? wd_r : wc_row), .wdata(wd_hit ? wd_d : wc_data),
-                .re(dr_hit || p0_hit || p1_hit), .raddr(dr_hit ? dr_r : p0_hit ? p0_row[j0] : p1_row),
+                .we(wr_use[b]), .waddr(wd_use[b] ? wd_lrow[LANE] : wc_row), .wdata(wd_use[b] ? wd_ldata[LANE] : wc_data),
+                .re(rd_use[b]), .raddr(dr_use[b] ? dr_lrow[LANE] : p0_use[b] ? p0_lrow[LANE] : p1_row),
                 .rdata(q)
             );
             // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit

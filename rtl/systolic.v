@@ -54,7 +54,24 @@ module systolic #(
                 end else begin : g_b_inner
                     assign b_in = inj[i] ? b_inj[(i*N+c)*8 +: 8] : g_row[i-1].g_col[c].b_q;
                 end
+                // reset last: the last nonblocking assignment to a register wins, so this is
+                // `if (rst) ... else if (en) ...`; written in this order, every register is read
+                // before it is written, and Verilator needs no copy of it (rtl/lint.vlt has none)
                 always @(posedge clk) begin
+                    if (en) begin  // the pipeline from its end, so each stage is read before it moves
+                        // the product added to the running sum, or alone on a result's first
+                        // step; the same sum goes to res on its last (written out twice rather
+                        // than as a wire, so an event simulator computes it at the clock edge only)
+                        if (l_p) res[(i*N+c)*32 +: 32] <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
+                        acc_q <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
+                        prod <= $signed(a_q) * $signed(b_q);
+                        f_p <= f_q;
+                        l_p <= l_q;
+                        a_q <= a_in;
+                        b_q <= b_in;
+                        f_q <= f_in;
+                        l_q <= l_in;
+                    end
                     if (rst) begin
                         a_q <= 8'd0;
                         b_q <= 8'd0;
@@ -65,19 +82,6 @@ module systolic #(
                         l_p <= 1'b0;
                         acc_q <= 32'd0;
                         res[(i*N+c)*32 +: 32] <= 32'd0;
-                    end else if (en) begin
-                        a_q <= a_in;
-                        b_q <= b_in;
-                        f_q <= f_in;
-                        l_q <= l_in;
-                        prod <= $signed(a_q) * $signed(b_q);
-                        f_p <= f_q;
-                        l_p <= l_q;
-                        // the product added to the running sum, or alone on a result's first
-                        // step; the same sum goes to res on its last (written out twice rather
-                        // than as a wire, so an event simulator computes it at the clock edge only)
-                        acc_q <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
-                        if (l_p) res[(i*N+c)*32 +: 32] <= (f_p ? 32'd0 : acc_q) + {{16{prod[15]}}, prod};
                     end
                 end
             end
