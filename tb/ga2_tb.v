@@ -55,13 +55,15 @@
 // PATH_MAX characters, a longer one is a FAIL), +LATENCY=<cycles> (the external memory's read
 // latency: decimal digits only, 0..31, default 4 = the default configuration's ext_latency;
 // model/replay/simulators.py always passes the active configuration's, so one build serves every latency). A
-// +LATENCY that is empty, not a decimal number, out of range or without '=' is a FAIL naming it.
+// +WATCHDOG=<cycles> (the most cycles a program may run before it is a FAIL: decimal digits,
+// 1..999999999, default the WATCHDOG define, 2000000). A +LATENCY or +WATCHDOG that is empty, not a
+// decimal number, out of range or without '=' is a FAIL naming it.
 // Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd).
 //
 // Timing: the clock toggles every 5 ns (rising edges at 5, 15, ...); the testbench itself waits
 // only with delays, a period at a time (at falling edges, where nothing of the chip changes), and
 // looks at `halted` every POLL cycles (a halted chip stays halted until reset, and the watchdog is
-// checked at exactly WATCHDOG cycles), so a running program costs it nothing per cycle.
+// checked at exactly its bound), so a running program costs it nothing per cycle.
 module ga2_tb;
 `ifndef EXTW
     `define EXTW 8192
@@ -73,7 +75,8 @@ module ga2_tb;
     `define MAXWORDS 1048576
 `endif
     localparam integer EXTW       = `EXTW;
-    localparam integer WATCHDOG   = `WATCHDOG;
+    localparam integer WATCHDOG   = `WATCHDOG;     // +WATCHDOG when it is not given
+    localparam integer WATCHDOG_MAX = 999_999_999;  // the most +WATCHDOG takes (nine digits)
     localparam integer MAXWORDS   = `MAXWORDS;
     localparam integer LATENCY    = 4;             // +LATENCY when it is not given
     `include "ga2_defs.vh"
@@ -178,7 +181,7 @@ module ga2_tb;
     reg [8*(ARG_MAX+1)-1:0]  arg;    // a numeric plusarg's text (one character more, as for the path)
     integer i, j, p, ptr, n_prog, n_words, n_code, n_init, n_xrun, n_xval, n_srun, n_sval, rec_len;
     integer at_code, at_init, at_xrun, at_xval, at_srun, at_sval, at_cnt;
-    integer bad, fd, nread, k, nbytes, first, len, run_end, vals, lat, elapsed, step;
+    integer bad, fd, nread, k, nbytes, first, len, run_end, vals, lat, watchdog, elapsed, step;
     integer buf_n, buf_at, buf_part, buf_eof;  // the chunk: whole lines in it, the next one, bytes past them, file ended
     reg     headed;                 // the image has a header (and CRCs)
     integer prev_init, wlog_len, miss_at, word_at, imem_len;
@@ -622,16 +625,16 @@ module ga2_tb;
             #(2 * PERIOD);
             rst_d = 1'b0;
             #(PERIOD);  // the chip sees it at the next rising edge: it runs from the one after
-            // run: `halted` is looked at every POLL cycles and at exactly WATCHDOG cycles
+            // run: `halted` is looked at every POLL cycles and at exactly `watchdog` cycles
             elapsed = 0;
-            while (!halted && elapsed < WATCHDOG) begin
-                step = (WATCHDOG - elapsed < POLL) ? WATCHDOG - elapsed : POLL;
+            while (!halted && elapsed < watchdog) begin
+                step = (watchdog - elapsed < POLL) ? watchdog - elapsed : POLL;
                 #(step * PERIOD);
                 elapsed = elapsed + step;
             end
             wlog_len = wlog_n;
             if (!halted) begin
-                $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles", p, WATCHDOG);
+                $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles", p, watchdog);
                 bad = 1;
             end else if (illegal) begin
                 $display("FAIL: program %0d halted on an illegal instruction", p);
@@ -734,6 +737,28 @@ module ga2_tb;
                 bad = 1;
             end
             latency_d = lat[4:0];
+            arg = 0;
+            watchdog = WATCHDOG;
+            if (bad == 0 && $value$plusargs("WATCHDOG=%s", arg)) begin
+                watchdog = decimal(arg);
+                if (arg == 0) begin
+                    $display("FAIL: +WATCHDOG= is empty: give the cycles a program may run, 1..%0d", WATCHDOG_MAX);
+                    bad = 1;
+                end else if (arg[8*ARG_MAX +: 8] != 8'd0) begin
+                    $display("FAIL: +WATCHDOG=...%0s is longer than %0d characters: not a cycle bound, 1..%0d",
+                             arg[8*ARG_MAX-1:0], ARG_MAX, WATCHDOG_MAX);
+                    bad = 1;
+                end else if (watchdog < 0) begin
+                    $display("FAIL: +WATCHDOG=%0s is not a decimal number of cycles, 1..%0d", arg, WATCHDOG_MAX);
+                    bad = 1;
+                end else if (watchdog < 1 || watchdog > WATCHDOG_MAX) begin
+                    $display("FAIL: +WATCHDOG=%0s is outside 1..%0d", arg, WATCHDOG_MAX);
+                    bad = 1;
+                end
+            end else if (bad == 0 && $test$plusargs("WATCHDOG")) begin
+                $display("FAIL: a plusarg starts +WATCHDOG but is not +WATCHDOG=<cycles> (1..%0d)", WATCHDOG_MAX);
+                bad = 1;
+            end
         end
     endtask
 

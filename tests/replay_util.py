@@ -20,11 +20,11 @@ IMG_HEADER, REC_HEADER, N_COUNTERS = 4, 7, 5
 
 
 def run_file(sim: str, path, extra_defines=(), timeout: float = TIMEOUT, latency: int | None = None,
-             cwd=None) -> tuple[int, str]:
+             cwd=None, plusargs=()) -> tuple[int, str]:
     """Run the testbench of the active configuration on an image file; (exit status, output)."""
     defines = replay.testbench_defines(0, None, *extra_defines)
     plusargs = ((f"+PROG={path}",) if path is not None else ()) + \
-        ((f"+LATENCY={latency}",) if latency is not None else ())
+        ((f"+LATENCY={latency}",) if latency is not None else ()) + tuple(plusargs)
     options = {"cwd": cwd} if cwd is not None else {}
     return BY_NAME[sim].run(GA2_FILES, GA2_TOP, defines=defines, plusargs=plusargs, timeout=timeout, **options)
 

@@ -384,10 +384,10 @@ def test_missing_image_is_a_fail(tmp_path):
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_program_that_does_not_halt_in_time_is_a_fail(sim, tmp_path):
-    # a 3,000-word load takes over 3,000 cycles, more than the watchdog allows in this build
+    # a 3,000-word load takes over 3,000 cycles, more than a watchdog bound of 2,000 allows
     code = asm.load(0, 0, 1, 3000) + asm.halt()
     records = [image.record(asm.halt(), []), image.record(code, [])]
-    rc, out = run_records(sim, records, tmp_path, extra_defines=("WATCHDOG=2000",))
+    rc, out = run_records(sim, records, tmp_path, plusargs=("+WATCHDOG=2000",))
     line = verdict(out)
     assert line.startswith("FAIL") and "program 1 did not halt" in line and "2000 cycles" in line, line
 

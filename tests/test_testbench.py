@@ -219,6 +219,35 @@ def test_a_bad_latency_plusarg_is_one_fail_line_naming_it(arg, expected, small_i
 
 @needs_icarus
 @needs_verilator
+@pytest.mark.parametrize("arg, expected", [
+    ("+WATCHDOG=", "FAIL: +WATCHDOG= is empty: give the cycles a program may run, 1..999999999"),
+    ("+WATCHDOG=2e6", "FAIL: +WATCHDOG=2e6 is not a decimal number of cycles, 1..999999999"),
+    ("+WATCHDOG=0", "FAIL: +WATCHDOG=0 is outside 1..999999999"),
+    ("+WATCHDOG=1000000000", "FAIL: +WATCHDOG=1000000000 is outside 1..999999999"),
+    ("+WATCHDOG", "FAIL: a plusarg starts +WATCHDOG but is not +WATCHDOG=<cycles> (1..999999999)"),
+])
+def test_a_bad_watchdog_plusarg_is_one_fail_line_naming_it(arg, expected, small_image):
+    for sim in BOTH:
+        rc, out = _run(sim, f"+PROG={small_image}", arg)
+        assert verdict(out) == expected, f"{sim}: {verdict(out)}"
+        assert rc == 1, f"{sim} exited with {rc}"
+
+
+@needs_icarus
+@needs_verilator
+def test_a_watchdog_bound_of_exactly_a_programs_cycles_passes_and_one_fewer_fails(small_image, tmp_path):
+    """The bound is checked at exactly its cycle: a program of c cycles passes with +WATCHDOG=c and
+    fails with c - 1 (the longest of the four programs sets what the whole image needs)."""
+    longest = max(rec[sections(rec)["counters"]][0] for rec in _records())
+    for sim in BOTH:
+        rc, out = _run(sim, f"+PROG={small_image}", f"+WATCHDOG={longest}")
+        assert verdict(out).startswith(f"PASS: 4 {PASS_TEXT}") and rc == 0, f"{sim}: {verdict(out)}"
+        rc, out = _run(sim, f"+PROG={small_image}", f"+WATCHDOG={longest - 1}")
+        assert "did not halt within the watchdog bound" in verdict(out) and rc == 1, f"{sim}: {verdict(out)}"
+
+
+@needs_icarus
+@needs_verilator
 @pytest.mark.parametrize("arg", ["+LATENCY=4", "+LATENCY=04", "+LATENCY=0000000004"])
 def test_a_latency_in_decimal_digits_is_taken(arg, small_image):
     """Leading zeros are digits like any other (the records were made at the default latency, 4)."""
@@ -252,14 +281,14 @@ def _watchdog(tmp_path):
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", BOTH)
-@pytest.mark.parametrize("image, defines, starts, status", [
-    (lambda tmp: _write(tmp, _listing(_records())), DEFINES, "PASS", 0),
-    (_mismatch, DEFINES, "MISMATCH: program 0 external word 103", 1),
-    (_bad_image, DEFINES, "FAIL: malformed image", 1),
-    (_watchdog, (*DEFINES, "WATCHDOG=500"), "FAIL: program 0 did not halt within the watchdog bound of 500 cycles", 1),
+@pytest.mark.parametrize("image, plusargs, starts, status", [
+    (lambda tmp: _write(tmp, _listing(_records())), (), "PASS", 0),
+    (_mismatch, (), "MISMATCH: program 0 external word 103", 1),
+    (_bad_image, (), "FAIL: malformed image", 1),
+    (_watchdog, ("+WATCHDOG=500",), "FAIL: program 0 did not halt within the watchdog bound of 500 cycles", 1),
 ], ids=["pass", "mismatch", "malformed", "watchdog"])
-def test_the_exit_status_says_what_the_verdict_says(sim, image, defines, starts, status, tmp_path):
-    rc, out = _run(sim, f"+PROG={image(tmp_path)}", defines=defines)
+def test_the_exit_status_says_what_the_verdict_says(sim, image, plusargs, starts, status, tmp_path):
+    rc, out = _run(sim, f"+PROG={image(tmp_path)}", *plusargs)
     line = verdict(out)  # exactly one verdict line
     assert line.startswith(starts), line
     assert rc == status, f"{sim} exited with {rc} after {line!r}"
