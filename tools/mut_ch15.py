@@ -24,7 +24,7 @@ the job is gone from your code, delete the mutant and say why in your commit.
 
 The command is `capra mut` (tools/capra_cli/mut.py); the engine (copying, applying, running the
 checks) is tools/capra_cli/mutation.py, and the compiler, machine-model and RTL mutants of --all
-are in tools/capra_cli/mutants.py. This file holds the book's list and yours.
+are in tools/capra_cli/mutants.toml. This file holds the book's list and yours.
 """
 
 if __name__ == "__main__":
