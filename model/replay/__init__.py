@@ -10,6 +10,8 @@ Everything between a program and a verdict lives in this package, once:
 and ``replay`` / ``replay_all`` here tie them together: write the image into the run's own
 folder, build the testbench for the configuration, run the simulators side by side, and judge
 each run (every program PASSed, and every program's counters equal the machine model's).
+``replay_in_background`` starts ``replay_all`` and returns at once, for a caller with other work
+to do while the simulators run.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +35,8 @@ from .simulators import GA2_FILES, GA2_TOP, SIMULATORS, Simulator, SimulatorMiss
 from .verdict import Verdict, judge, parse_counters
 
 __all__ = ["GA2_FILES", "ROOT", "Record", "Replay", "SimulatorMissing", "UserError", "Verdict", "judge",
-           "parse_counters", "read_image", "record", "replay", "replay_all", "require", "testbench_defines"]
+           "parse_counters", "read_image", "record", "replay", "replay_all", "replay_in_background", "require",
+           "testbench_defines"]
 
 DEFAULT_TIMEOUT = 3600.0  # seconds per simulator run: far past any replay the tools make
 
@@ -98,7 +102,9 @@ def replay_all(jobs: Sequence[Replay], *, cfg: capra_config.Config | None = None
         for sim in simulators:  # build each once, before the runs share the build
             for defines in dict.fromkeys(d for _p, d in images):
                 sim.build(GA2_FILES, GA2_TOP, defines)
-        tasks = [(j, sim) for j in range(len(jobs)) for sim in simulators]
+        # the slower simulator's runs first (Icarus takes about a hundred times Verilator's time), so
+        # no long run starts last
+        tasks = [(j, sim) for sim in simulators for j in range(len(jobs))]
         long = [jobs[j].name for j, _s in tasks if len(jobs[j].records) > 64]
         if long:
             note(f"replaying {', '.join(dict.fromkeys(long))} ({sum(len(j.records) for j in jobs)} programs)")
@@ -106,13 +112,29 @@ def replay_all(jobs: Sequence[Replay], *, cfg: capra_config.Config | None = None
             futures = [pool.submit(_run_one, sim, images[j][0], jobs[j], images[j][1], cfg, timeout)
                        for j, sim in tasks]
             results = [f.result() for f in futures]
-        out = [results[j * len(simulators) : (j + 1) * len(simulators)] for j in range(len(jobs))]
+        out = [[results[s * len(jobs) + j] for s in range(len(simulators))] for j in range(len(jobs))]
         for (path, _defines), verdicts in zip(images, out, strict=True):
             if not all(v.passed for v in verdicts):
                 run.keep()
                 for v in verdicts:
                     v.image = str(path)
     return out
+
+
+def replay_in_background(jobs: Sequence[Replay], **options) -> Future:
+    """``replay_all(jobs, **options)`` in a thread of its own: returns at once, and the Future's
+    ``result()`` is replay_all's answer (or raises what it raised). Stopping the tool
+    (``runs.kill_children``) ends its simulator runs too; the thread never holds the process open."""
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(replay_all(jobs, **options))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller through result()
+            future.set_exception(error)
+
+    threading.Thread(target=work, name="replay", daemon=True).start()
+    return future
 
 
 def replay(records: Sequence[Record], *, name: str = "replay", latency: int | None = None,

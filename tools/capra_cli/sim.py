@@ -8,14 +8,17 @@ in use, the replays and a table of cycles per step with the totals, what one mor
 costs and what each window saves. Then a verdict: every check passed, every replay PASSed, both
 simulators printed identical counters (equal to the machine model's), windowed steps cost the
 same once the window is full, and the totals are ordered None > 8 > 4. Exits 1 if any of that
-fails. The six replays run side by side on the machine's cores, each image in a folder of this
-run's own (kept, and named, when a replay fails). Only when the verdict is PASS it writes the
+fails. The six replays start as soon as the decodes are done and run side by side while the
+software checks run, each image in a folder of this run's own (kept, and named, when a replay
+fails). Only when the verdict is PASS it writes the
 cycles per step to out/ch15_run.json (read by tools/ch15_figures.py; marked "verdict": "PASS" and
 with the configuration that ran); a run that fails removes an earlier out/ch15_run.json, so no
 figure shows numbers this code did not pass with.
 """
 
 from __future__ import annotations
+
+from concurrent.futures import Future
 
 import paged_lm as PL
 import paged_tests as PT
@@ -46,28 +49,36 @@ def section_checks() -> list[str]:
     return problems
 
 
-def section_rule(m: dict) -> tuple[dict, list[str]]:
-    print(f"\n== 2. the rule f(t) = 5t+3 mod 16 for {N_STEPS} tokens, and the pages in use (page = {PAGE} rows)")
+def decode_all(m: dict) -> tuple[dict, list[str], list[str]]:
+    """The 32-step decode under each window on the paged host: the steps, section 2's lines (printed
+    later, after section 1) and the problems found."""
     expected = PT.rule_tokens(0, N_STEPS)
-    decodes, problems = {}, []
+    decodes, lines, problems = {}, [], []
     for W in WINDOWS:
         chip = PL.PagedChip(m, N_STEPS, W, PAGE, 64)
         toks, records = chip.generate(0, N_STEPS)
         decodes[W] = records
         ok = toks == expected
         pages = {L: records[L]["pages"] for L in (1, 8, 16)}  # pages when step L+1 starts = after step L
-        print(f"  window {W!s:>4}: rule ok {ok}; distinct programs compiled {len(chip.progs)}; pages in use: "
-              f"after step 1 {pages[1]}, 8 {pages[8]}, 16 {pages[16]}, {N_STEPS} {chip.cache.used()}; "
-              f"peak {chip.peak}")
+        lines.append(f"  window {W!s:>4}: rule ok {ok}; distinct programs compiled {len(chip.progs)}; pages in use: "
+                     f"after step 1 {pages[1]}, 8 {pages[8]}, 16 {pages[16]}, {N_STEPS} {chip.cache.used()}; "
+                     f"peak {chip.peak}")
         if not ok:
             problems.append(f"window {W}: the rule does not hold")
         if len(chip.progs) != (W or N_STEPS):
             problems.append(f"window {W}: {len(chip.progs)} programs compiled, expected {W or N_STEPS}")
-    return decodes, problems
+    return decodes, lines, problems
 
 
-def section_replay(decodes: dict) -> tuple[dict, list[str]]:
-    print("\n== 3. the decodes replayed on the RTL")
+def section_rule(lines: list[str]) -> None:
+    print(f"\n== 2. the rule f(t) = 5t+3 mod 16 for {N_STEPS} tokens, and the pages in use (page = {PAGE} rows)")
+    for line in lines:
+        print(line)
+
+
+def replay_jobs(decodes: dict) -> tuple[list[replay.Replay], list[str]]:
+    """One image per window, each step's record from the machine model; a step whose host counters
+    differ from its record's is a problem (the host ran another program than the one replayed)."""
     jobs, problems = [], []
     for W in WINDOWS:
         records = [image.record(step.code, step.ext) for step in decodes[W]]
@@ -75,8 +86,13 @@ def section_replay(decodes: dict) -> tuple[dict, list[str]]:
         stale = [step.L for step, rec in zip(decodes[W], records, strict=True) if step.counters != rec.counters]
         if stale:
             problems.append(f"window {W}: steps {stale}: the host's counters differ from the record's")
-    cycles = {}
-    for W, verdicts in zip(WINDOWS, replay.replay_all(jobs, tool="sim"), strict=True):
+    return jobs, problems
+
+
+def section_replay(pending: Future) -> tuple[dict, list[str]]:
+    print("\n== 3. the decodes replayed on the RTL")
+    cycles, problems = {}, []
+    for W, verdicts in zip(WINDOWS, pending.result(), strict=True):
         for v in verdicts:
             print(f"  window {W!s:>4} {v.simulator:10s}{v.line} (exit {v.rc})")
             problems += [f"window {W}: {p}" for p in v.problems]
@@ -127,10 +143,15 @@ def main(args) -> int:
     cfg = config.active()
     if cfg != config.DEFAULT:
         print(f"configuration: {cfg.label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)")
-    problems = section_checks()
-    decodes, found = section_rule(T.make_model("structured"))
+    # The decodes first, silently: their replays (an Icarus run takes seconds) then run on the
+    # cores while the software checks run here, and the sections print in the book's order.
+    decodes, rule_lines, problems = decode_all(T.make_model("structured"))
+    jobs, found = replay_jobs(decodes)
     problems += found
-    cycles, found = section_replay(decodes)
+    pending = replay.replay_in_background(jobs, tool="sim", workers=len(jobs) * len(replay.SIMULATORS))
+    problems = section_checks() + problems
+    section_rule(rule_lines)
+    cycles, found = section_replay(pending)
     problems += found
     if len(cycles) == len(WINDOWS):
         problems += shape_problems(cycles)
