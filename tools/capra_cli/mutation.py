@@ -58,7 +58,9 @@ from replay import runs
 from replay.simulators import CACHE_ENV, cache_dir
 
 ROOT = runs.ROOT
-COPIED = ("model", "tools", "rtl", "tb", "tests", "pyproject.toml")
+# what a copy holds: the code, its tests and what the tests read (docs/isa.md's generated table, the
+# README's and the Makefile's commands)
+COPIED = ("model", "tools", "rtl", "tb", "tests", "docs", "README.md", "Makefile", "pyproject.toml")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache")
 CHECK_TIMEOUT = 900  # seconds; a mutant that hangs a check is caught (the checks must finish)
 TIER_TIMEOUT = 1800  # seconds for a whole tier
