@@ -8,6 +8,7 @@ full mutation runs are ``make mut`` and ``make mut-all``.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -138,8 +139,28 @@ def test_a_tier_replaces_every_check_with_the_whole_tier():
     plain = BOOK[0]
     seen = []
     M.run_mutant(plain, runner=lambda root, cmds, *timeout: seen.append(cmds) or (False, ""), tier="fast")
-    assert seen == [[M.tier_command("fast")]] and M.TIERS["fast"] == ["-m", "not sim and not slow"]
+    assert seen == [M.tier_commands("fast")] and M.TIERS["fast"] == "not sim and not slow"
     assert M.LIST_TEST.split("::")[1] in globals(), "the deselected test of the list is this file's"
+
+
+def collected(*args: str) -> set[str]:
+    """The test ids pytest selects with these arguments (collection only, nothing runs)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=", "-p",
+                           "no:cacheprovider", *args],
+                          cwd=M.ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {line for line in proc.stdout.splitlines() if "::" in line}
+
+
+def test_a_tiers_parts_hold_exactly_its_tests():
+    """A tier runs in parts (no simulator first): together they must select the tier's tests, each
+    once (the `sim` mark is given at collection, tests/conftest.py, so this is not a matter of logic
+    alone). make test's tier; the others are written the same way."""
+    tier = "test"
+    whole = collected(*(["-m", M.TIERS[tier]] if M.TIERS[tier] else []))
+    parts = [collected("-m", part) for part in M.TIER_PARTS[tier]]
+    assert sum(len(p) for p in parts) == len(whole) and set().union(*parts) == whole
+    assert len(whole) > 500, "the collection found the suite"
 
 
 def test_a_mutant_that_no_longer_applies_prints_how_to_reanchor_it(monkeypatch):

@@ -25,7 +25,7 @@ from replay import runs
 
 from . import mutants as extended
 from .common import BadArgument, Parser, int_range, require_decode
-from .mutation import TIERS, Mutant, accounted_for, report
+from .mutation import TIER_PARTS, TIERS, Mutant, accounted_for, report
 
 BOOK_FILE = runs.ROOT / "tools" / "mut_ch15.py"
 
@@ -81,7 +81,8 @@ def main(args) -> int:
         return 1
     if args.tier is not None:
         path = runs.OUT / "mut" / f"tier-{args.tier}.json"
-        runs.write_json(path, {"tier": args.tier, "pytest": TIERS[args.tier], "commit": commit,
+        runs.write_json(path, {"tier": args.tier, "markers": TIERS[args.tier],
+                               "parts": list(TIER_PARTS[args.tier]), "commit": commit,
                                "seconds": round(run.seconds),
                                "mutants": [{"area": r.mutant.area, "what": r.mutant.what, "file": r.mutant.file,
                                             "status": r.status} for r in run.results]})
