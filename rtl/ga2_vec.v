@@ -1,7 +1,7 @@
 `timescale 1ns/1ps
 `default_nettype none
 // ga2_vec: the element-wise unit, four int8 lanes (one word of each operand) per cycle.
-//   COPY y = a;  RELU y = max(a, 0);  MAX y = max(a, b)
+//   COPY y = a;  RELU y = max(a, 0);  MAX y = max(a, b)   (model/capra/isa.py's VEC_OPS: every sub-op)
 //   ADD  y = sat8((a*qa + b*qb + rnd) >> qs)     (a residual of two tensors with their own scales)
 //   MUL  y = sat8((a*b*qa + rnd) >> qs)          (element-wise products, e.g. rotary positions)
 //   ARGMAX: one int32 word, the index of the first maximum of a[0:n]
@@ -152,7 +152,7 @@ module ga2_vec #(
     reg  signed [24:0] s1_pa [0:3];
     reg  signed [24:0] s1_pb [0:3];
     reg  signed [15:0] s1_ab [0:3];
-    reg  [7:0]  s1_y [0:3];             // COPY, RELU, MAX
+    reg  [7:0]  s1_y [0:3];             // a lane's int8 result for the sub-ops of the case below
     reg  [31:0] s2_acc [0:3];
     reg  [3:0]  s1_ok;
     reg  [LAT-1:1] p_on, p_last;        // the word's place in the pipeline

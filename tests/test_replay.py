@@ -66,8 +66,7 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
                 seen["int32"] += not ins.flags & isa.MM_OUT8
                 seen["window"] += bool(ins.sub or ins.e >> 16)
             if ins.op == isa.OP_VEC:
-                seen["bank clash"] += isa.vec_clashes(ins.cnt, ins.a, ins.b) > 0 and ins.sub in (
-                    isa.VEC_ADD, isa.VEC_MUL, isa.VEC_MAX)
+                seen["bank clash"] += isa.vec_clashes(ins.cnt, ins.a, ins.b) > 0 and isa.VEC_OPS[ins.sub].reads_b
     corners = ("R>4", "R=9", "K=1", "K%4", "M=1", "BIAS", "RELU", "BROWS", "int32", "window", "bank clash")
     short = {k: seen[k] for k in corners if seen[k] < 5}
     assert not short, f"corners the random programs rarely reach: {short}"
