@@ -201,13 +201,16 @@ class _Emitter:
         self.notes.append(note)
         self.t += 1 + cycles
 
-    def transfer(self, words: list[int], sram_words: np.ndarray, is_load: bool, note: str) -> int:
+    def transfer(self, words: list[int], note: str) -> int:
         """A LOAD or STORE; returns its index among the transfers."""
+        ins = isa.Instr.decode(words)
+        eff = isa.effects(ins)
+        is_load = ins.op == isa.OP_LOAD
         self.code += words
         self.notes.append(note)
         self.t = self.dma.room_at(self.t)
-        cols = isa.Instr.decode(words).c
-        self.transfers.append(self.dma.issue(self.t, is_load, sram_words, cols, len(self.notes) - 1))
+        self.transfers.append(self.dma.issue(self.t, is_load, eff.writes if is_load else eff.reads, eff.cols,
+                                             len(self.notes) - 1))
         self.t += 1
         return len(self.transfers) - 1
 
@@ -224,8 +227,11 @@ class _Emitter:
         self.notes.append(note)
         self.t = self.dma.drained_at(self.t, keep) + 1
 
-    def compute(self, words: list[int], note: str, cycles: int, reads: set[int], writes: set[int]) -> None:
-        """A compute instruction, after WAITs for any transfer it would race (words or bank ports)."""
+    def compute(self, words: list[int], note: str) -> None:
+        """A compute instruction, after WAITs for any transfer it would race (words or bank ports):
+        what it reads, writes and how long it runs are ``isa.effects``'s, as for the machine model."""
+        eff = isa.effects(isa.Instr.decode(words))
+        reads, writes, cycles = eff.read_set, eff.write_set, eff.cycles
         while True:
             flying = self.dma.in_flight(self.t)
             racing = [x for x in flying if race(x, reads, writes, self.t + 1, self.t + cycles)]
@@ -604,8 +610,6 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             index = out.transfer(
                 asm.load(first.sram + unit.first_tile, first.ext + unit.first_tile, first.rows, unit.tiles,
                          ext_stride=mw, sram_stride=mw),
-                (first.sram + unit.first_tile + np.arange(first.rows)[:, None] * mw
-                 + np.arange(unit.tiles)[None, :]).reshape(-1), True,
                 f"load {unit.name} column tiles {unit.first_tile}..{unit.first_tile + unit.tiles - 1}")
             carrier[first_index] = index
             return
@@ -618,8 +622,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             words += nxt.words
             issued += 1
         names = ", ".join(u.name for u in units[first_index:issued])
-        index = out.transfer(asm.load(first.sram, first.ext, 1, words),
-                             np.arange(first.sram, first.sram + words), True, f"load {names} ({words} words)")
+        index = out.transfer(asm.load(first.sram, first.ext, 1, words), f"load {names} ({words} words)")
         for i in range(first_index, issued):
             carrier[i] = index
 
@@ -639,8 +642,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         """STORE the outputs whose last reader has run (all of them when after = len(compute))."""
         while stores and stores[0][0] <= after and (out.has_room() or after == len(compute)):
             _ready, first, names, words = stores.pop(0)
-            out.transfer(asm.store(first.sram, first.ext, 1, words),
-                         np.arange(first.sram, first.sram + words), False, f"store {', '.join(names)}")
+            out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
         need = [first_unit[s] for s in needs[i]]
@@ -669,19 +671,12 @@ def _emit_chunked_matmul(out: _Emitter, node: Node, tensors: dict[str, Tensor], 
     a, b = (tensors[i] for i in node.inputs)
     t = tensors[node.name]
     p = params[node.name]
-    mw = b.row_words
-    flags = isa.MM_OUT8 | isa.MM_BROWS | (isa.MM_RELU if node.attrs["relu"] else 0)
     out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
     for c, (first, tiles) in enumerate(window):
         arrive(c)
-        b_words = b.sram + first + np.arange(b.rows)[:, None] * mw + np.arange(tiles)[None, :]
-        b_words = set(b_words.reshape(-1).tolist())
-        t_words = set((t.sram + first + np.arange(t.rows)[:, None] * t.row_words
-                       + np.arange(tiles)[None, :]).reshape(-1).tolist())
         out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, a.cols, t.cols, out8=True, relu=node.attrs["relu"],
                            brows=True, first_tile=first, tiles=tiles),
-                    f"mm {node.name} column tiles {first}..{first + tiles - 1}",
-                    isa.mm_cycles(a.rows, a.cols, t.cols, flags, first, tiles), _span(a) | b_words, t_words)
+                    f"mm {node.name} column tiles {first}..{first + tiles - 1}")
 
 
 def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
@@ -728,29 +723,22 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
     p = params.get(node.name, {})
     if node.op == "matmul":
         a, b = src
-        k = a.cols
-        flags = isa.MM_OUT8 | (isa.MM_RELU if node.attrs["relu"] else 0)
-        flags |= 0 if node.attrs["transpose_b"] else isa.MM_BROWS
         out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {node.name}")
-        out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, k, t.cols, out8=True, relu=node.attrs["relu"],
-                           brows=not node.attrs["transpose_b"]), f"mm {node.name}",
-                    isa.mm_cycles(a.rows, k, t.cols, flags), _span(a) | _span(b), _span(t))
+        out.compute(asm.mm(a.sram, b.sram, t.sram, a.rows, a.cols, t.cols, out8=True, relu=node.attrs["relu"],
+                           brows=not node.attrs["transpose_b"]), f"mm {node.name}")
         return
     if node.op == "softmax":
         x = src[0]
         for r in range(x.rows):
             prefetch()
             out.compute(asm.smax(x.sram + r * x.row_words, t.sram + r * t.row_words, x.cols, sink=p["sink"],
-                                 smul=p["smul"]), f"smax {node.name} row {r}", isa.smax_cycles(x.cols),
-                        _span(x, r * x.row_words, x.row_words), _span(t, r * t.row_words, t.row_words))
+                                 smul=p["smul"]), f"smax {node.name} row {r}")
         return
     if node.op == "argmax":
         x = src[0]
         for r in range(x.rows):
             prefetch()
-            out.compute(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}",
-                        isa.vec_cycles(x.cols, isa.VEC_ARGMAX), _span(x, r * x.row_words, x.row_words),
-                        _span(t, r, 1))
+            out.compute(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}")
         return
     if node.op == "add":
         out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
@@ -766,11 +754,8 @@ def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: Tensor, note: s
     """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
     if a.cols % isa.LANES == 0:
         n = a.rows * a.cols
-        out.compute(asm.vec(sub, a.sram, dst.sram, n, b=b.sram), note, isa.vec_cycles(n, sub, a.sram, b.sram),
-                    _span(a) | _span(b), _span(dst))
+        out.compute(asm.vec(sub, a.sram, dst.sram, n, b=b.sram), note)
         return
     for r in range(a.rows):
         off = r * a.row_words
-        out.compute(asm.vec(sub, a.sram + off, dst.sram + off, a.cols, b=b.sram + off), f"{note} row {r}",
-                    isa.vec_cycles(a.cols, sub, a.sram + off, b.sram + off),
-                    _span(a, off, a.row_words) | _span(b, off, b.row_words), _span(dst, off, dst.row_words))
+        out.compute(asm.vec(sub, a.sram + off, dst.sram + off, a.cols, b=b.sram + off), f"{note} row {r}")

@@ -17,6 +17,7 @@ An int32 value takes one word.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -408,3 +409,185 @@ def smax_cycles(n: int) -> int:
     sink's slot, the division once the sum is final, then the normalize pass after divu's done."""
     nw = words_for(n)
     return 3 * nw + DIV_CYCLES + SMAX_LATENCY
+
+
+# --- what an instruction does: the one definition --------------------------------------------
+
+
+class ProgramError(ValueError):
+    """The program is not valid GA2 code (a bad opcode, a field out of range, overlapping operands)."""
+
+
+UNITS = ("seq", "dma", "mm", "vec", "smax")  # "seq": HALT, WAIT and QCFG, done by the sequencer itself
+
+
+@dataclass(frozen=True, eq=False)
+class Effects:
+    """What one instruction touches and how long it keeps its unit: everything about it but the
+    values it computes.
+
+    ``effects`` is the one place that works this out from the fields; the machine model checks
+    races and unwritten reads with it, the compiler decides where a WAIT goes with it, and the
+    tests check it against what the model's arithmetic actually reads and writes. Word lists are
+    numpy arrays of addresses; a transfer's are in the order its words move (row by row), so the
+    DMA timeline can time each word.
+    """
+
+    unit: str  # one of UNITS
+    reads: np.ndarray  # scratchpad words read
+    writes: np.ndarray  # scratchpad words written
+    ext_reads: np.ndarray  # external words read (a STORE writes them, a LOAD reads them)
+    ext_writes: np.ndarray
+    cycles: int  # compute units: execute cycles after the decode cycle; dma: beats; seq: 0
+    cols: int = 0  # dma: words per row of the transfer
+
+    @functools.cached_property
+    def read_set(self) -> frozenset[int]:
+        return frozenset(self.reads.tolist())
+
+    @functools.cached_property
+    def write_set(self) -> frozenset[int]:
+        return frozenset(self.writes.tolist())
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _words(addr: int, n: int) -> np.ndarray:
+    return np.arange(addr, addr + n, dtype=np.int64)
+
+
+def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | None = None) -> Effects:
+    """The effects of `ins`, after checking that its fields are legal GA2 code.
+
+    qbias is the bias address of the last QCFG (an MM with BIAS reads its words); extw the external
+    memory's size in words (default: the configuration's); pc only names the instruction in the
+    ProgramError raised for illegal fields, operands outside a memory or overlapping operands.
+    """
+    where = f"instruction {pc}: " if pc is not None else ""
+    cfg = _config.active()
+    if extw is None:
+        extw = cfg.ext_memory
+    sram_words = cfg.sram_words
+
+    def fail(why: str):
+        raise ProgramError(where + why)
+
+    def inside(what: str, addr: int, n: int) -> np.ndarray:
+        if n < 0 or addr < 0 or addr + n > sram_words:
+            fail(f"{what} words {addr}..{addr + n - 1} outside SRAM (0..{sram_words - 1})")
+        return _words(addr, n)
+
+    if ins.reserved or ins.e >> 24:
+        fail(f"reserved bits are set (w0 19:16 = {ins.reserved}, w3 31:24 = {ins.e >> 24}); "
+             f"GA2 halts on it as illegal")
+    op = ins.op
+    if op == OP_HALT:
+        return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
+    if op == OP_WAIT:
+        if ins.cnt >= cfg.dma_queue:
+            fail(f"WAIT may leave at most {cfg.dma_queue - 1} transfers in flight, not {ins.cnt}")
+        return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
+    if op == OP_QCFG:
+        if ins.c > MAX_SHIFT:
+            fail(f"QCFG shift {ins.c} > {MAX_SHIFT}")
+        return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
+    if op in (OP_LOAD, OP_STORE):
+        return _dma_effects(ins, op == OP_LOAD, extw, sram_words, cfg.ext_words, fail)
+    if op == OP_MM:
+        return _mm_effects(ins, qbias, inside, fail)
+    if op == OP_VEC:
+        return _vec_effects(ins, inside, fail)
+    if op == OP_SMAX:
+        n, src, dst = ins.cnt, ins.a, ins.c
+        if n < 1:
+            fail(f"SMAX of {n} elements")
+        nw = words_for(n)
+        reads, writes = inside("SMAX src", src, nw), inside("SMAX dst", dst, nw)
+        if src != dst and abs(src - dst) < nw:
+            fail("SMAX destination partly overlaps its source")
+        return Effects("smax", reads, writes, _NONE, _NONE, smax_cycles(n))
+    fail(f"unknown opcode {op}")
+
+
+def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: int, fail) -> Effects:
+    rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & FIELD_MASK16
+    if rows < 1 or cols < 1:
+        fail(f"DMA of {rows} x {cols} words")
+    if ins.e >> 16:
+        fail("DMA e field has bits above the SRAM stride")
+    # bounds first, by arithmetic: a huge transfer is an error, not a huge allocation
+    s_last = sram + (rows - 1) * sst + cols - 1
+    e_last = ext + (rows - 1) * est + cols - 1
+    if s_last >= sram_words or (rows > 1 and sst >= sram_words):
+        fail(f"DMA reaches SRAM word {s_last} (size {sram_words})")
+    if e_last >= extw:
+        fail(f"DMA reaches external word {e_last} (EXTW={extw})")
+    if rows == 1:  # the common case, without the row arithmetic
+        s_idx, e_idx = _words(sram, cols), _words(ext, cols)
+    else:
+        r = np.arange(rows, dtype=np.int64)[:, None]
+        c = np.arange(cols, dtype=np.int64)[None, :]
+        s_idx = (sram + r * sst + c).reshape(-1)
+        e_idx = (ext + r * est + c).reshape(-1)
+    beats = rows * -(-cols // ext_words)  # dma_beats
+    if load:
+        return Effects("dma", _NONE, s_idx, e_idx, _NONE, beats, cols)
+    return Effects("dma", s_idx, _NONE, _NONE, e_idx, beats, cols)
+
+
+def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
+    r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
+    m, first = ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF
+    if r < 1 or k < 1 or m < 1 or k > MM_MAX_K:
+        fail(f"MM needs R, M >= 1 and 1 <= K <= {MM_MAX_K} (got R={r}, K={k}, M={m})")
+    brows = bool(flags & MM_BROWS)
+    kw, mw = words_for(k), words_for(m)
+    start, end = mm_window(m, first, ins.sub)
+    if not start < end <= mw:
+        fail(f"MM column window (tiles {start}..{end - 1}) is not inside the {mw} column tiles of M={m}")
+    cols = np.arange(LANES * start, min(LANES * end, m), dtype=np.int64)
+    tiles = np.arange(start, end, dtype=np.int64)
+    a_read = inside("MM A", a, r * kw)
+    inside("MM B", b, k * mw if brows else m * kw)
+    inside("MM out", out, r * mw if flags & MM_OUT8 else r * m)
+    if brows:  # the window's words of every B row
+        b_read = (b + np.arange(k, dtype=np.int64)[:, None] * mw + tiles[None, :]).reshape(-1)
+    else:  # the window's B rows
+        b_read = (b + cols[:, None] * kw + np.arange(kw, dtype=np.int64)[None, :]).reshape(-1)
+    rows = np.arange(r, dtype=np.int64)[:, None]
+    if flags & MM_OUT8:  # the window's words of every output row
+        writes = (out + rows * mw + tiles[None, :]).reshape(-1)
+    else:  # one int32 word per result
+        writes = (out + rows * m + cols[None, :]).reshape(-1)
+    reads = [a_read, b_read]
+    if flags & MM_BIAS:
+        inside("MM bias", qbias, m)
+        reads.append(qbias + cols)
+    reads = np.unique(np.concatenate(reads))
+    clash = np.intersect1d(reads, writes)
+    if len(clash):
+        fail(f"MM output overlaps its inputs (word {int(clash[0])})")
+    return Effects("mm", reads, writes, _NONE, _NONE, mm_cycles(r, k, m, flags, start, end - start))
+
+
+def _vec_effects(ins: Instr, inside, fail) -> Effects:
+    n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
+    op = VEC_OPS.get(ins.sub)
+    if n < 1 or op is None:
+        fail(f"VEC sub-op {ins.sub} with n={n}")
+    nw = words_for(n)
+    a_read = inside("VEC a", sa, nw)
+    b_read = inside("VEC b", sb, nw) if op.reads_b else _NONE
+    writes = inside("VEC dst", dst, 1 if op.writes_index else nw)
+    if not op.writes_index:
+        for src in (sa, sb) if op.reads_b else (sa,):
+            if src != dst and abs(src - dst) < nw:
+                fail("VEC destination partly overlaps a source")
+    if not op.reads_b or sb == sa:
+        reads = a_read
+    elif abs(sb - sa) < nw:  # two overlapping runs of words: one run
+        reads = _words(min(sa, sb), abs(sb - sa) + nw)
+    else:
+        reads = np.concatenate((a_read, b_read) if sa < sb else (b_read, a_read))
+    return Effects("vec", reads, writes, _NONE, _NONE, vec_cycles(n, ins.sub, sa, sb))

@@ -29,15 +29,23 @@ import numpy as np
 
 from . import isa
 from .dma import DmaTimeline, race
-from .isa import EXP_TABLE, INT8_MAX, INT8_MIN, Instr, exp_table, requantize, softmax_int8, table_index, wrap32
+from .isa import (
+    EXP_TABLE,
+    INT8_MAX,
+    INT8_MIN,
+    Effects,
+    Instr,
+    ProgramError,
+    exp_table,
+    requantize,
+    softmax_int8,
+    table_index,
+    wrap32,
+)
 
 # The chip's arithmetic is defined with its instructions, in capra.isa; these names stay importable here.
 __all__ = ["EXP_TABLE", "INT8_MAX", "INT8_MIN", "Counters", "HazardError", "Machine", "ProgramError", "disassemble",
            "exp_table", "requantize", "run_program", "softmax_int8", "table_index", "wrap32"]
-
-
-class ProgramError(ValueError):
-    """The program is not valid GA2 code (a bad opcode, a field out of range, overlapping operands)."""
 
 
 class HazardError(ProgramError):
@@ -56,18 +64,6 @@ class Counters:
 
     def as_list(self) -> list[int]:
         return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]
-
-
-def _span(addr: int, n: int) -> set[int]:
-    return set(range(addr, addr + n))
-
-
-@dataclass
-class _Access:
-    """What one compute instruction reads and writes."""
-
-    reads: set[int]
-    writes: set[int]
 
 
 @dataclass
@@ -104,11 +100,6 @@ class Machine:
         return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency)
 
     # ---- scratchpad helpers -------------------------------------------------------------------
-    def _check_sram(self, pc: int, what: str, addr: int, n: int) -> None:
-        if n < 0 or addr < 0 or addr + n > isa.SRAM_WORDS:
-            raise ProgramError(f"instruction {pc}: {what} words {addr}..{addr + n - 1} outside SRAM "
-                               f"(0..{isa.SRAM_WORDS - 1})")
-
     def _check_written(self, pc: int, what: str, words) -> None:
         """Every word read must have been written by the program: the scratchpad is never cleared."""
         idx = np.fromiter(words, dtype=np.int64) if not isinstance(words, np.ndarray) else words
@@ -131,91 +122,47 @@ class Machine:
             self.counters.dma_stall += cycle - self.t
             self.t = cycle
 
-    def _dma_transfer(self, pc: int, ins: Instr, load: bool) -> None:
-        rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & 0xFFFF
-        if rows < 1 or cols < 1:
-            raise ProgramError(f"instruction {pc}: DMA of {rows} x {cols} words")
-        if ins.e >> 16:
-            raise ProgramError(f"instruction {pc}: DMA e field has bits above the SRAM stride")
-        # bounds first, by arithmetic: a huge transfer is an error, not a huge allocation
-        s_last = sram + (rows - 1) * sst + cols - 1
-        e_last = ext + (rows - 1) * est + cols - 1
-        if s_last >= isa.SRAM_WORDS or (rows > 1 and sst >= isa.SRAM_WORDS):
-            raise ProgramError(f"instruction {pc}: DMA reaches SRAM word {s_last} (size {isa.SRAM_WORDS})")
-        if e_last >= len(self.ext):
-            raise ProgramError(f"instruction {pc}: DMA reaches external word {e_last} (EXTW={len(self.ext)})")
-        r = np.arange(rows)[:, None]
-        c = np.arange(cols)[None, :]
-        s_idx = (sram + r * sst + c).reshape(-1)
-        e_idx = (ext + r * est + c).reshape(-1)
+    def _dma_transfer(self, pc: int, eff: Effects, load: bool) -> None:
         if not load:
-            self._check_written(pc, "STORE", s_idx)
+            self._check_written(pc, "STORE", eff.reads)
         self._stall_until(self.dma.room_at(self.t))
         if load:
-            self.sram[s_idx] = self.ext[e_idx]
-            self.written[s_idx] = True
+            self.sram[eff.writes] = self.ext[eff.ext_reads]
+            self.written[eff.writes] = True
+            self.dma.issue(self.t, True, eff.writes, eff.cols, pc)
         else:
-            self.ext[e_idx] = self.sram[s_idx]
-        self.dma.issue(self.t, load, s_idx, cols, pc)
+            self.ext[eff.ext_writes] = self.sram[eff.reads]
+            self.dma.issue(self.t, False, eff.reads, eff.cols, pc)
         self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 
     # ---- compute instructions --------------------------------------------------------------------
-    def _check_race(self, pc: int, access: _Access, first: int, last: int) -> None:
+    def _check_race(self, pc: int, eff: Effects, first: int, last: int) -> None:
         """Raise if this compute instruction, executing in cycles first..last, races a transfer."""
         for x in self.dma.in_flight(first):
-            why = race(x, access.reads, access.writes, first, last)
+            why = race(x, eff.read_set, eff.write_set, first, last)
             if why:
                 raise HazardError(f"instruction {pc} {why}; place the data elsewhere or add a WAIT")
 
-    def _run_compute(self, pc: int, name: str, cycles: int, access: _Access, effect) -> int:
-        """Run a compute instruction decoded in cycle self.t: it executes in the next `cycles` cycles."""
-        self._check_written(pc, name, access.reads)
-        self._check_race(pc, access, self.t + 1, self.t + cycles)
+    def _run_compute(self, pc: int, name: str, eff: Effects, effect) -> int:
+        """Run a compute instruction decoded in cycle self.t: it executes in the next eff.cycles cycles."""
+        self._check_written(pc, name, eff.reads)
+        self._check_race(pc, eff, self.t + 1, self.t + eff.cycles)
         effect()
-        self.written[list(access.writes)] = True
-        self.last_writes = access.writes
-        self.t += 1 + cycles
-        return cycles
+        self.written[eff.writes] = True
+        self.last_writes = eff.write_set
+        self.t += 1 + eff.cycles
+        return eff.cycles
 
-    def _mm(self, pc: int, ins: Instr) -> None:
-        r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
-        m, first = ins.e & 0xFFFF, (ins.e >> 16) & 0xFF
-        if r < 1 or k < 1 or m < 1 or k > isa.MM_MAX_K:
-            raise ProgramError(f"instruction {pc}: MM needs R, M >= 1 and 1 <= K <= {isa.MM_MAX_K} "
-                               f"(got R={r}, K={k}, M={m})")
-        brows = bool(flags & isa.MM_BROWS)
-        kw, mw = isa.words_for(k), isa.words_for(m)
-        start, end = isa.mm_window(m, first, ins.sub)
-        if not start < end <= mw:
-            raise ProgramError(f"instruction {pc}: MM column window (tiles {start}..{end - 1}) is not inside "
-                               f"the {mw} column tiles of M={m}")
+    def _mm(self, pc: int, ins: Instr, eff: Effects) -> None:
+        r, a, b, k, flags = ins.cnt, ins.a, ins.b, ins.d, ins.flags
+        m = ins.e & 0xFFFF
+        start, end = isa.mm_window(m, (ins.e >> 16) & 0xFF, ins.sub)
         cols = np.arange(4 * start, min(4 * end, m))
-        b_words = k * mw if brows else m * kw
-        out_words = r * mw if flags & isa.MM_OUT8 else r * m
-        self._check_sram(pc, "MM A", a, r * kw)
-        self._check_sram(pc, "MM B", b, b_words)
-        self._check_sram(pc, "MM out", out, out_words)
-        rows = np.arange(r)[:, None]
-        if brows:  # the window's words of every B row
-            b_read = (b + np.arange(k)[:, None] * mw + np.arange(start, end)[None, :]).reshape(-1)
-        else:  # the window's B rows
-            b_read = (b + cols[:, None] * kw + np.arange(kw)[None, :]).reshape(-1)
-        if flags & isa.MM_OUT8:
-            written = (out + rows * mw + np.arange(start, end)[None, :]).reshape(-1)
-        else:
-            written = (out + rows * m + cols[None, :]).reshape(-1)
-        reads = _span(a, r * kw) | set(b_read.tolist())
-        if flags & isa.MM_BIAS:
-            self._check_sram(pc, "MM bias", self.qbias, m)
-            reads |= set((self.qbias + cols).tolist())
-        writes = set(written.tolist())
-        if reads & writes:
-            raise ProgramError(f"instruction {pc}: MM output overlaps its inputs (word {min(reads & writes)})")
 
         def effect() -> None:
             am = self._int8_rows(a, r, k)
-            if brows:
+            if flags & isa.MM_BROWS:
                 bm = self._int8_rows(b, k, m)
             else:
                 bm = self._int8_rows(b, m, k).T
@@ -227,32 +174,15 @@ class Machine:
                 acc = np.maximum(acc, 0)
             if flags & isa.MM_OUT8:
                 # the window's columns, packed from the window's first lane: its words, row by row
-                self.sram[written] = isa.pack_int8_rows(isa.requantize(acc, self.qa, self.qs))
+                self.sram[eff.writes] = isa.pack_int8_rows(isa.requantize(acc, self.qa, self.qs))
             else:
-                self.sram[written] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
+                self.sram[eff.writes] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 
-        access = _Access(reads, writes)
-        cycles = isa.mm_cycles(r, k, m, flags, start, end - start)
-        self.counters.mm_busy += self._run_compute(pc, "MM", cycles, access, effect)
+        self.counters.mm_busy += self._run_compute(pc, "MM", eff, effect)
 
-    def _vec(self, pc: int, ins: Instr) -> None:
+    def _vec(self, pc: int, ins: Instr, eff: Effects) -> None:
         n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
-        op = isa.VEC_OPS.get(ins.sub)
-        if n < 1 or op is None:
-            raise ProgramError(f"instruction {pc}: VEC sub-op {ins.sub} with n={n}")
-        nw = isa.words_for(n)
-        self._check_sram(pc, "VEC a", sa, nw)
-        reads = _span(sa, nw)
-        if op.reads_b:
-            self._check_sram(pc, "VEC b", sb, nw)
-            reads |= _span(sb, nw)
-        out_words = 1 if op.writes_index else nw
-        self._check_sram(pc, "VEC dst", dst, out_words)
-        writes = _span(dst, out_words)
-        if not op.writes_index:
-            for src in (sa, sb) if op.reads_b else (sa,):
-                if src != dst and writes & _span(src, nw):
-                    raise ProgramError(f"instruction {pc}: VEC destination partly overlaps a source")
+        op = isa.VEC_OPS[ins.sub]
 
         def effect() -> None:
             x = self._int8_rows(sa, 1, n)[0]
@@ -263,64 +193,44 @@ class Machine:
             else:
                 self._store_int8_rows(dst, np.asarray(z)[None, :])
 
-        access = _Access(reads, writes)
-        self.counters.vec_busy += self._run_compute(pc, "VEC", isa.vec_cycles(n, ins.sub, sa, sb), access, effect)
+        self.counters.vec_busy += self._run_compute(pc, "VEC", eff, effect)
 
-    def _smax(self, pc: int, ins: Instr) -> None:
+    def _smax(self, pc: int, ins: Instr, eff: Effects) -> None:
         n, src, dst = ins.cnt, ins.a, ins.c
-        if n < 1:
-            raise ProgramError(f"instruction {pc}: SMAX of {n} elements")
-        nw = isa.words_for(n)
-        self._check_sram(pc, "SMAX src", src, nw)
-        self._check_sram(pc, "SMAX dst", dst, nw)
-        if src != dst and abs(src - dst) < nw:
-            raise ProgramError(f"instruction {pc}: SMAX destination partly overlaps its source")
         sink = ((ins.e & 0xFF) ^ 0x80) - 0x80 if ins.flags & isa.SM_SINK else None
         smul = (ins.e >> 8) & 0xFFFF
-        if ins.e >> 24:
-            raise ProgramError(f"instruction {pc}: SMAX e field bits 31:24 are reserved")
 
         def effect() -> None:
             p = isa.softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
             self._store_int8_rows(dst, p[None, :])
 
-        access = _Access(_span(src, nw), _span(dst, nw))
-        self.counters.vec_busy += self._run_compute(pc, "SMAX", isa.smax_cycles(n), access, effect)
+        self.counters.vec_busy += self._run_compute(pc, "SMAX", eff, effect)
 
     # ---- the sequencer -----------------------------------------------------------------------------
     def step(self, pc: int, ins: Instr) -> bool:
         """Execute one instruction; return False when it was HALT."""
         if self.trace is not None:
             self.trace.append((self.t, pc, disassemble(ins)))
+        eff = isa.effects(ins, qbias=self.qbias, extw=len(self.ext), pc=pc)
         op = ins.op
-        if ins.reserved or ins.e >> 24:
-            raise ProgramError(f"instruction {pc}: reserved bits are set (w0 19:16 = {ins.reserved}, "
-                               f"w3 31:24 = {ins.e >> 24}); GA2 halts on it as illegal")
         if op == isa.OP_HALT:
             self._stall_until(self.dma.drained_at(self.t))
             self.t += 1
             return False
         if op in (isa.OP_LOAD, isa.OP_STORE):
-            self._dma_transfer(pc, ins, op == isa.OP_LOAD)
+            self._dma_transfer(pc, eff, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
-            if ins.cnt >= isa.DMA_QUEUE:
-                raise ProgramError(f"instruction {pc}: WAIT may leave at most {isa.DMA_QUEUE - 1} transfers "
-                                   f"in flight, not {ins.cnt}")
             self._stall_until(self.dma.drained_at(self.t, ins.cnt))
             self.t += 1
         elif op == isa.OP_QCFG:
-            if ins.c > isa.MAX_SHIFT:
-                raise ProgramError(f"instruction {pc}: QCFG shift {ins.c} > {isa.MAX_SHIFT}")
             self.qa, self.qb, self.qs, self.qbias = ins.a, ins.b, ins.c, ins.d
             self.t += 1
         elif op == isa.OP_MM:
-            self._mm(pc, ins)
+            self._mm(pc, ins, eff)
         elif op == isa.OP_VEC:
-            self._vec(pc, ins)
-        elif op == isa.OP_SMAX:
-            self._smax(pc, ins)
+            self._vec(pc, ins, eff)
         else:
-            raise ProgramError(f"instruction {pc}: unknown opcode {op}")
+            self._smax(pc, ins, eff)
         return True
 
     def run(self, code: list[int], max_instrs: int = isa.IMEM_INSTRS) -> Counters:

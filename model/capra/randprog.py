@@ -40,7 +40,7 @@ def _pick_qcfg(rng: random.Random, src) -> list[int]:
                     shift=rng.randrange(8, 26), bias=src(17))
 
 
-def _candidate(rng: random.Random, written: np.ndarray, qbias: int, store_at) -> list[int]:
+def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, store_at) -> list[int]:
     """A random instruction. Operands are read mostly from spans of words the program wrote, so
     that the instruction is valid and a wrong result usually shows up in what the program stores;
     matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1.
@@ -143,7 +143,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     nonzero = False  # has a compute instruction written a word that is not zero?
     while (grown < length or not nonzero) and attempts < 50 * length:
         attempts += 1
-        words = _candidate(rng, mach.written, mach.qbias, store_at)
+        words = random_instruction(rng, mach.written, mach.qbias, store_at)
         if accept(words):
             grown += 1
             if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):

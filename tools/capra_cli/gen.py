@@ -1,13 +1,15 @@
 """Write the files generated from the model, so the RTL, the docs and Python share one definition:
-rtl/exp_lut.v (the softmax exponent table, from capra.isa.exp_table) and the table of VEC
-sub-operations in docs/isa.md (from capra.isa.VEC_OPS).
+rtl/exp_lut.v (the softmax exponent table, from capra.isa.exp_table), and in docs/isa.md the table
+of VEC sub-operations (from capra.isa.VEC_OPS) and the worked examples of capra.isa.effects.
 
     python tools/gen_exp_lut.py           rewrite them          (also ``capra gen``)
     python tools/gen_exp_lut.py --check   write nothing; exit 1 if one differs from the model
 """
 
-from capra import isa
-from capra.isa import exp_table
+import numpy as np
+from capra import asm, config, isa
+from capra.isa import Instr, exp_table
+from capra.machine import disassemble
 from replay import runs
 
 from .common import Parser
@@ -59,10 +61,66 @@ def vec_table() -> str:
     return "\n".join([VEC_BEGIN, *rows, VEC_END])
 
 
+EFFECTS_BEGIN = "<!-- the effects table: generated from capra.isa.effects by tools/gen_exp_lut.py; do not edit -->"
+EFFECTS_END = "<!-- end of the generated effects table -->"
+
+# the examples of docs/isa.md's effects table: one of each kind, with the fields that change what
+# an instruction touches (strides, a column window, a bias, a second operand, an index result)
+EFFECTS_EXAMPLES = [
+    asm.load(100, 0, rows=2, cols=3, ext_stride=8, sram_stride=4),
+    asm.store(200, 64, rows=1, cols=6),
+    asm.mm(0, 64, 128, 1, 16, 16, out8=True, brows=True),
+    asm.mm(0, 64, 128, 2, 8, 16, out8=True, brows=True, first_tile=1, tiles=2),
+    asm.mm(0, 64, 300, 1, 4, 4, bias=True),
+    asm.vec(isa.VEC_ADD, 0, 1024, 32, b=8),
+    asm.vec(isa.VEC_ARGMAX, 40, 50, 13),
+    asm.smax(40, 40, 13, sink=-3),
+    asm.wait(1),
+]
+EFFECTS_QBIAS = 200  # the QCFG bias address the examples run under
+
+
+def _runs(words: np.ndarray) -> str:
+    """Addresses as ranges: 0..3, 8..11 (the order they move in for a transfer)."""
+    if not len(words):
+        return ""
+    parts, start = [], int(words[0])
+    for prev, cur in zip(words[:-1].tolist(), words[1:].tolist(), strict=True):
+        if cur != prev + 1:
+            parts.append(f"{start}..{prev}" if prev != start else f"{start}")
+            start = cur
+    last = int(words[-1])
+    parts.append(f"{start}..{last}" if last != start else f"{start}")
+    return ", ".join(parts)
+
+
+def effects_table() -> str:
+    """docs/isa.md's worked examples of isa.effects, on the default configuration (the cycles
+    depend on it), with the bias words at EFFECTS_QBIAS."""
+    rows = ["| instruction | unit | reads (scratchpad) | writes (scratchpad) | external | cycles |",
+            "|---|---|---|---|---|---|"]
+    for words in EFFECTS_EXAMPLES:
+        ins = Instr.decode(words)
+        with config.use(config.DEFAULT):
+            eff = isa.effects(ins, qbias=EFFECTS_QBIAS)
+        ext = (f"reads {_runs(eff.ext_reads)}" if len(eff.ext_reads) else
+               f"writes {_runs(eff.ext_writes)}" if len(eff.ext_writes) else "")
+        cycles = f"{eff.cycles} beats" if eff.unit == "dma" else str(eff.cycles)
+        text = disassemble(ins).replace("|", "\\|")  # a table cell's bar, even inside code
+        rows.append(f"| `{text}` | {eff.unit} | {_runs(eff.reads)} | {_runs(eff.writes)} | {ext} "
+                    f"| {cycles} |")
+    return "\n".join([EFFECTS_BEGIN, *rows, EFFECTS_END])
+
+
+def _replaced(doc: str, begin_mark: str, end_mark: str, table: str) -> str:
+    begin, end = doc.index(begin_mark), doc.index(end_mark) + len(end_mark)
+    return doc[:begin] + table + doc[end:]
+
+
 def with_vec_table(doc: str) -> str:
-    """docs/isa.md's text with its generated table replaced by the current one."""
-    begin, end = doc.index(VEC_BEGIN), doc.index(VEC_END) + len(VEC_END)
-    return doc[:begin] + vec_table() + doc[end:]
+    """docs/isa.md's text with its generated tables replaced by the current ones."""
+    doc = _replaced(doc, VEC_BEGIN, VEC_END, vec_table())
+    return _replaced(doc, EFFECTS_BEGIN, EFFECTS_END, effects_table())
 
 
 def arguments(ap: Parser) -> None:

@@ -171,8 +171,8 @@ sys.exit(0 if verdict.passed else 1)
 """
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly"]
-MODEL_TESTS = ["tests/test_numeric_edges.py", "tests/test_machine.py", "tests/test_compiler.py",
-               "tests/test_report.py", "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
+MODEL_TESTS = ["tests/test_numeric_edges.py", "tests/test_machine.py", "tests/test_effects.py",
+               "tests/test_compiler.py", "tests/test_report.py", "tests/test_isa_sync.py", "tests/test_tiny_lm.py"]
 NO_SIMULATORS = ["-m", "not sim"]
 
 CHECKS: dict[str, list[list[str]]] = {
