@@ -10,7 +10,7 @@ JOBS    ?= 2
 PYTEST  := $(PY) -m pytest -n $(JOBS)
 
 .PHONY: sim test test-fast test-full lint mut mut-all mut-tiers examples figures selfcheck bench soak waves ch12 \
-        report serve dse tools synth-tools synth synth-check clean
+        report serve timeline dse tools synth-tools synth synth-check clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -116,6 +116,11 @@ soak: $(STAMP) tools
 waves: $(STAMP) tools
 	$(PY) tools/waves.py
 
+# Where the cycles of a solo and a batch-8 decode step go: out/timeline/*.json (open in Perfetto)
+# and out/timeline/timeline.png; both steps' RTL events checked against the model's.
+timeline: $(STAMP) tools
+	$(PY) -m capra_cli timeline
+
 clean:
 	rm -rf out/sim out/runs out/cocotb out/tests out/synth out/soak out/dse out/*.hex out/*.json out/*.png \
-	  out/*.vcd .pytest_cache .ruff_cache .hypothesis
+	  out/*.vcd out/timeline .pytest_cache .ruff_cache .hypothesis

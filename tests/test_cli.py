@@ -290,6 +290,14 @@ MISTAKES: dict[str, list[Mistake]] = {
         too_small(),
         without("iverilog", argv=("--context", "1")),
     ],
+    "timeline": [
+        bad("--context", "1", says="--context"),
+        bad("--context", "33", says="--context"),
+        bad("--batch", "9", says="--batch"),
+        bad("--batch", "two", says="--batch"),
+        too_small(),
+        without("iverilog", "verilator"),
+    ],
     "passkey": [
         bad("--n-trials", "0", says="--n-trials"),
         bad("--n-trials", "100001", says="--n-trials"),  # more than there are 5-digit passkeys

@@ -24,6 +24,7 @@ The five counters (c0..c4): total cycles, DMA busy cycles, MM busy cycles, vecto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,8 +45,8 @@ from .isa import (
 )
 
 # The chip's arithmetic is defined with its instructions, in capra.isa; these names stay importable here.
-__all__ = ["EXP_TABLE", "INT8_MAX", "INT8_MIN", "Counters", "HazardError", "Machine", "ProgramError", "disassemble",
-           "exp_table", "requantize", "run_program", "softmax_int8", "table_index", "wrap32"]
+__all__ = ["EXP_TABLE", "INT8_MAX", "INT8_MIN", "Counters", "Event", "HazardError", "Machine", "ProgramError",
+           "disassemble", "exp_table", "requantize", "run_program", "softmax_int8", "table_index", "wrap32"]
 
 
 class HazardError(ProgramError):
@@ -66,6 +67,23 @@ class Counters:
         return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]
 
 
+class Event(NamedTuple):
+    """One moment of the timeline (``Machine(events=[])``), in the cycles counter c0 counts:
+
+    go     the sequencer takes the instruction at `pc` (after any stall on the DMA queue)
+    done   the last execute cycle of the compute instruction at `pc` (the next is decoded after it)
+    setup  the transfer issued by `pc` takes its descriptor (its setup cycle)
+    end    the last cycle the transfer counts as in flight
+
+    The replay testbench built with TIMELINE prints the same events from the RTL's own signals
+    (``replay.timeline``), and tests/test_timeline.py checks the two lists are equal."""
+
+    cycle: int
+    kind: str
+    pc: int
+    unit: str  # isa.UNITS: which unit the instruction runs on
+
+
 @dataclass
 class Machine:
     """GA2 state: scratchpad, external memory, quantization registers, clock, DMA engine, counters."""
@@ -81,6 +99,7 @@ class Machine:
     t: int = 0  # the cycle in which the next instruction is decoded
     counters: Counters = field(default_factory=Counters)
     trace: list[tuple[int, int, str]] | None = None
+    events: list[Event] | None = None  # the timeline (``Event``), when asked for
     last_writes: set[int] = field(default_factory=set)  # the scratchpad words the last compute instruction wrote
     dma: DmaTimeline = field(init=False)
 
@@ -91,13 +110,17 @@ class Machine:
 
     @classmethod
     def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False,
-                 ext_latency: int | None = None) -> Machine:
+                 ext_latency: int | None = None, events: bool = False) -> Machine:
         words = np.zeros(extw if extw is not None else len(ext), dtype=np.uint32)
         image = np.asarray(ext, dtype=np.int64) & 0xFFFFFFFF
         if len(image) > len(words):
             raise ProgramError(f"external image of {len(image)} words exceeds EXTW={len(words)}")
         words[: len(image)] = image
-        return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency)
+        return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency, events=[] if events else None)
+
+    def _event(self, kind: str, pc: int, unit: str, cycle: int | None = None) -> None:
+        if self.events is not None:
+            self.events.append(Event(self.t if cycle is None else cycle, kind, pc, unit))
 
     # ---- scratchpad helpers -------------------------------------------------------------------
     def _check_written(self, pc: int, what: str, words) -> None:
@@ -126,13 +149,16 @@ class Machine:
         if not load:
             self._check_written(pc, "STORE", eff.reads)
         self._stall_until(self.dma.room_at(self.t))
+        self._event("go", pc, "dma")
         if load:
             self.sram[eff.writes] = self.ext[eff.ext_reads]
             self.written[eff.writes] = True
-            self.dma.issue(self.t, True, eff.writes, eff.cols, pc)
+            x = self.dma.issue(self.t, True, eff.writes, eff.cols, pc)
         else:
             self.ext[eff.ext_writes] = self.sram[eff.reads]
-            self.dma.issue(self.t, False, eff.reads, eff.cols, pc)
+            x = self.dma.issue(self.t, False, eff.reads, eff.cols, pc)
+        if self.events is not None:
+            self.events += [Event(x.setup, "setup", pc, "dma"), Event(x.end - 1, "end", pc, "dma")]
         self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 
@@ -148,6 +174,8 @@ class Machine:
         """Run a compute instruction decoded in cycle self.t: it executes in the next eff.cycles cycles."""
         self._check_written(pc, name, eff.reads)
         self._check_race(pc, eff, self.t + 1, self.t + eff.cycles)
+        self._event("go", pc, eff.unit)
+        self._event("done", pc, eff.unit, self.t + eff.cycles)
         effect()
         self.written[eff.writes] = True
         self.last_writes = eff.write_set
@@ -215,15 +243,18 @@ class Machine:
         op = ins.op
         if op == isa.OP_HALT:
             self._stall_until(self.dma.drained_at(self.t))
+            self._event("go", pc, "seq")
             self.t += 1
             return False
         if op in (isa.OP_LOAD, isa.OP_STORE):
             self._dma_transfer(pc, eff, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
             self._stall_until(self.dma.drained_at(self.t, ins.cnt))
+            self._event("go", pc, "seq")
             self.t += 1
         elif op == isa.OP_QCFG:
             self.qa, self.qb, self.qs, self.qbias = ins.a, ins.b, ins.c, ins.d
+            self._event("go", pc, "seq")
             self.t += 1
         elif op == isa.OP_MM:
             self._mm(pc, ins, eff)

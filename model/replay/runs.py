@@ -218,3 +218,16 @@ def run_folder(tool: str, parent: Path | None = None) -> Iterator[RunFolder]:
     finally:
         if not folder.kept:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def source_commit() -> str:
+    """The commit the sources are at, for a result to record what produced it ("... with
+    uncommitted changes" when tracked files differ from it; "unknown" outside a git checkout)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + (" with uncommitted changes" if dirty else "")
+

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gather": ("gather", "the host's gather through the block table against a plain copy"),
     "visibility": ("visibility", "how much of what programs compute a replay would see wrong"),
     "waves": ("waves", "a VCD waveform of one decode step"),
+    "timeline": ("timeline", "where a solo and a batch-8 step's cycles go: Perfetto trace, PNG, RTL events checked"),
     "passkey": ("passkey", "passkey retrieval of the mixed windowed/global model"),
     "kv-bench": ("kv_bench", "the mixed cache's memory against a full cache, derived and measured"),
     "gen": ("gen", "write or check what is generated from the model: rtl/exp_lut.v, docs/isa.md's VEC table"),

@@ -19,7 +19,6 @@ out/mut/tier-<tier>.json with the commit it was measured on: which mutants the t
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 
 from replay import runs
 
@@ -50,13 +49,6 @@ def arguments(ap: Parser) -> None:
                     help="judge every mutant by this test tier (fast, test, full) instead of its own check")
 
 
-def _commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=runs.ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=runs.ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return (proc.stdout.strip() or "unknown") + (" with uncommitted changes" if dirty else "")
-
-
 def main(args) -> int:
     own, added = book()
     mutants = own + added + (extended.EXTENDED if args.all else [])
@@ -74,7 +66,7 @@ def main(args) -> int:
     # small for the chapter's 32-step decode) is one line here, not an unbroken model that "fails
     # its own checks" with a child's traceback.
     require_decode(32, "the chapter's checks")
-    commit = _commit()
+    commit = runs.source_commit()
     run = report(mutants, jobs=args.jobs, verbose=args.verbose, tier=args.tier,
                  full=args.all or bool(args.word) or args.tier is not None)
     if run is None:
