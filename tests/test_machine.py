@@ -96,6 +96,30 @@ def test_compute_racing_the_dma_is_rejected():
     run_program(asm.load(0, 0, 1, 50) + asm.wait() + asm.vec(isa.VEC_COPY, 10, 100, 4) + asm.halt(), [1] * 64, 64)
 
 
+def test_a_transfer_counts_as_in_flight_until_the_program_knows_it_ended():
+    """The rule is timing-free: a LOAD that has ended by the model's clock still conflicts until a
+    WAIT (or DMA_QUEUE later transfers, each issued only with room in the queue) makes it certain
+    on every memory. Without it the program would be right only on memories as fast as this one."""
+    ext = [1] * 64
+    ready = asm.load(1100, 0, 1, 64) + asm.wait()  # pcs 0, 1: data in bank group 1
+    load = asm.load(0, 0, 1, 16)  # pc 2: words 0..15, group 0
+    busy = asm.vec(isa.VEC_COPY, 1100, 1300, 64) * 4  # pcs 3..6: about 120 cycles in group 1
+    use = asm.vec(isa.VEC_COPY, 0, 100, 16)  # reads what pc 2 loads
+    m = Machine.with_ext(ext, 64, events=True)
+    m.run(ready + load + busy + asm.wait() + use + asm.halt())
+    load_end = next(e.cycle for e in m.events if e.kind == "end" and e.pc == 2)
+    wait_go = next(e.cycle for e in m.events if e.kind == "go" and e.pc == 7)
+    assert load_end < wait_go  # by this memory's clock the WAIT is not needed ...
+    with pytest.raises(HazardError, match="instruction 7 touches SRAM word 0 that the LOAD of instruction 2 "
+                                          "writes.*WAIT keep=0"):
+        run_program(ready + load + busy + use + asm.halt(), ext, 64)  # ... but the rule needs it
+    # four transfers after it: the fourth is issued only once the LOAD has ended, on any memory
+    later = [asm.load(2100 + 16 * i, 0, 1, 16) for i in range(isa.DMA_QUEUE)]
+    run_program(ready + load + sum(later, []) + use + asm.halt(), ext, 64)
+    with pytest.raises(HazardError, match="WAIT keep=3"):
+        run_program(ready + load + sum(later[:-1], []) + use + asm.halt(), ext, 64)
+
+
 def test_a_load_beside_compute_needs_another_bank_group():
     ready = asm.load(0, 0, 1, 40) + asm.wait()
     # the LOAD writes group 1 (words 1100..1139) while the copy writes group 0: fine
@@ -117,7 +141,7 @@ def test_reading_a_word_the_program_never_wrote_is_rejected():
 
 def test_writing_what_a_store_is_reading_is_rejected():
     code = asm.load(0, 0, 1, 40) + asm.wait() + asm.store(0, 10, 1, 20) + asm.vec(isa.VEC_COPY, 20, 5, 4) + asm.halt()
-    with pytest.raises(HazardError, match="touches SRAM word 5 while the STORE it reads"):
+    with pytest.raises(HazardError, match="instruction 3 writes SRAM word 5 that the STORE of instruction 2 reads"):
         run_program(code, [], 64)
 
 

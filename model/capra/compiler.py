@@ -17,9 +17,12 @@ instructions run in dependency order, each time the one whose data arrives first
 than CHUNK_WORDS words is loaded in column chunks, and its matmul runs chunk by chunk (MM column
 windows) while the next chunk arrives. The emitter keeps time with the machine model's own DMA
 timeline (``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a
-LOAD never stalls the sequencer and DMA time hides behind compute time. A WAIT precedes a node
-whose operands are still in flight, or that would use a bank port a transfer is using. An output
-is stored as soon as no later instruction reads its banks.
+LOAD never stalls the sequencer and DMA time hides behind compute time. That clock decides only
+performance, never correctness: a WAIT keep precedes every instruction that conflicts with a
+transfer (its words or a bank port, ``dma.conflict``) unless an earlier WAIT, or DMA_QUEUE later
+transfers, have made that transfer's end certain, so the program gives the same results on a
+memory of any latency (docs/isa.md). An output is stored as soon as no later instruction reads its
+banks.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import asm, checks, isa
-from .dma import DmaTimeline, Transfer, race
+from .dma import DmaTimeline, Transfer, conflict
 from .graph import Graph, GraphError, Node
 from .quant import (
     SOFTMAX_IN_SCALE,
@@ -185,7 +188,8 @@ class _Emitter:
     """Builds the instruction stream and keeps time with the machine model's DMA timeline.
 
     The clock lets the scheduler issue a LOAD only when the DMA queue has room (so it costs one
-    cycle and never stalls the sequencer), and know whether, and how long, a WAIT must hold.
+    cycle and never stalls the sequencer). Whether a WAIT is needed it decides without the clock
+    (``known_done``), so that the program is right on any memory.
     """
 
     def __init__(self) -> None:
@@ -194,6 +198,7 @@ class _Emitter:
         self.t = 0  # cycle in which the next instruction is decoded
         self.dma = DmaTimeline()
         self.transfers: list[Transfer] = []
+        self.known_done = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
 
     def emit(self, words: list[int], note: str, cycles: int = 0) -> None:
         """A non-DMA instruction: one decode cycle plus `cycles` of execution."""
@@ -212,6 +217,9 @@ class _Emitter:
         self.transfers.append(self.dma.issue(self.t, is_load, eff.writes if is_load else eff.reads, eff.cols,
                                              len(self.notes) - 1))
         self.t += 1
+        # the chip issues a transfer only when fewer than DMA_QUEUE are in flight, so every transfer
+        # DMA_QUEUE or more places before this one has ended, whatever the memory's timing
+        self.known_done = max(self.known_done, len(self.transfers) - isa.DMA_QUEUE)
         return len(self.transfers) - 1
 
     def wait_for(self, index: int, note: str) -> None:
@@ -219,32 +227,28 @@ class _Emitter:
         self._wait(self.transfers[index], note)
 
     def _wait(self, x: Transfer, note: str) -> None:
-        if x.end <= self.t:
+        """WAIT until x has ended, unless that is already certain on any memory: never because the
+        timeline predicts it has (that holds only for the memory the timeline models)."""
+        index = self.transfers.index(x)
+        if index < self.known_done:
             return
-        flying = self.dma.in_flight(self.t)
-        keep = len(flying) - flying.index(x) - 1
+        keep = len(self.transfers) - index - 1
         self.code += asm.wait(keep)
         self.notes.append(note)
         self.t = self.dma.drained_at(self.t, keep) + 1
+        self.known_done = index + 1
 
     def compute(self, words: list[int], note: str) -> None:
-        """A compute instruction, after WAITs for any transfer it would race (words or bank ports):
-        what it reads, writes and how long it runs are ``isa.effects``'s, as for the machine model."""
+        """A compute instruction, after a WAIT for the youngest transfer it conflicts with (words or
+        bank ports, ``dma.conflict``) that may still be in flight on some memory: what it reads,
+        writes and how long it runs are ``isa.effects``'s, as for the machine model."""
         eff = isa.effects(isa.Instr.decode(words))
-        reads, writes, cycles = eff.read_set, eff.write_set, eff.cycles
-        while True:
-            flying = self.dma.in_flight(self.t)
-            racing = [x for x in flying if race(x, reads, writes, self.t + 1, self.t + cycles)]
-            if not racing:
-                break
-            # one WAIT, for the first transfer after whose end the instruction (decoded the cycle
-            # after the WAIT releases) races none: waiting out one race can push it into the next
-            k = flying.index(racing[-1])
-            while k + 1 < len(flying) and any(race(y, reads, writes, flying[k].end + 2, flying[k].end + 1 + cycles)
-                                              for y in flying):
-                k += 1
-            self._wait(flying[k], f"wait: {note} would race transfer {self.transfers.index(flying[k])}")
-        self.emit(words, note, cycles)
+        reads, writes = eff.read_set, eff.write_set
+        clashing = [i for i in range(self.known_done, len(self.transfers))
+                    if conflict(self.transfers[i], reads, writes)]
+        if clashing:
+            self._wait(self.transfers[clashing[-1]], f"wait: {note} conflicts with transfer {clashing[-1]}")
+        self.emit(words, note, eff.cycles)
 
     def has_room(self) -> bool:
         return len(self.dma.in_flight(self.t)) < isa.DMA_QUEUE
@@ -626,9 +630,22 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         for i in range(first_index, issued):
             carrier[i] = index
 
+    hold: set[int] = set()  # the banks the node being emitted writes
+
+    def unit_banks(unit: _Unit) -> set[int]:
+        t = tensors[unit.name]
+        if not unit.tiles:
+            return {isa.bank_of(w) for w in range(t.sram, t.sram + t.words)}
+        return {isa.bank_of(t.sram + r * t.row_words + c) for r in range(t.rows)
+                for c in range(unit.first_tile, unit.first_tile + unit.tiles)}
+
     def prefetch() -> None:
-        """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle."""
+        """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle. A
+        LOAD into a bank the node being emitted writes would have to end before the node starts
+        (one write port per bank), so while the DMA has other work it waits until after the node."""
         while issued < len(units) and out.has_room():
+            if hold & unit_banks(units[issued]) and out.dma.in_flight(out.t):
+                break
             issue()
 
     def arrive(unit: int, why: str) -> None:
@@ -645,6 +662,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
+        hold = {isa.bank_of(w) for w in _span(tensors[node.name])}
         need = [first_unit[s] for s in needs[i]]
         if need:
             arrive(max(need), f"wait for the operands of {node.name}")

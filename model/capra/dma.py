@@ -50,6 +50,10 @@ class Transfer:
         self.bank_windows = bank_windows(self.sram_words, self.first_touch + self.beats)
 
     @property
+    def banks(self) -> set[int]:
+        return set(self.bank_windows)
+
+    @property
     def kind(self) -> str:
         return "LOAD" if self.is_load else "STORE"
 
@@ -144,27 +148,26 @@ class DmaTimeline:
         return x
 
 
-def race(x: Transfer, reads: set[int], writes: set[int], first: int, last: int) -> str | None:
-    """Why a compute instruction executing in cycles first..last, reading and writing these
-    scratchpad words, may not run beside transfer x; None when it may.
+def conflict(x: Transfer, reads: frozenset[int], writes: frozenset[int]) -> str | None:
+    """Why a compute instruction reading and writing these scratchpad words may not run while
+    transfer x may still be in flight, whatever the memory's timing; None when it may.
 
-    Words: it may not touch words a LOAD in flight writes, nor write words a STORE in flight reads.
-    Ports: each bank has one read and one write port, so it may not write a bank in a cycle range
-    where a LOAD writes it, nor read a bank where a STORE reads it.
+    Words: not the words a LOAD writes (read after write, write after write), nor, writing, the
+    words a STORE reads (write after read). Ports: each bank has one read and one write port, so
+    not writing a bank a LOAD writes, nor reading a bank a STORE reads. No cycle enters the rule:
+    a program that keeps it gives the same results on any memory (docs/isa.md).
     """
-    if x.end <= first:
-        return None
-    mine = writes if x.is_load else reads  # the words whose port the transfer shares
-    if x.words.isdisjoint(writes) and (not x.is_load or x.words.isdisjoint(reads)):
-        if x.last_touch < first or x.first_touch > last:
-            return None
-        banks = {isa.bank_of(w) for w in mine}
-        for bank, (lo, hi) in x.bank_windows.items():
-            if bank in banks and lo <= last and hi >= first:
-                port = "write" if x.is_load else "read"
-                return (f"needs the {port} port of scratchpad bank {bank} in cycles {first}..{last}, which the "
-                        f"{x.kind} of instruction {x.pc} uses in cycles {lo}..{hi}")
-        return None
-    clash = (reads | writes) & x.words if x.is_load else writes & x.words
-    verb = "writes" if x.is_load else "reads"
-    return f"touches SRAM word {min(clash)} while the {x.kind} it {verb} (instruction {x.pc}) is in flight"
+    if x.is_load:
+        touched = (reads | writes) & x.words
+        if touched:
+            return f"touches SRAM word {min(touched)} that the LOAD of instruction {x.pc} writes"
+        port_words, port = writes, "write"
+    else:
+        touched = writes & x.words
+        if touched:
+            return f"writes SRAM word {min(touched)} that the STORE of instruction {x.pc} reads"
+        port_words, port = reads, "read"
+    shared = x.banks & {isa.bank_of(w) for w in port_words} if port_words else set()
+    if shared:
+        return f"needs the {port} port of scratchpad bank {min(shared)} that the {x.kind} of instruction {x.pc} uses"
+    return None

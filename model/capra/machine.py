@@ -7,12 +7,12 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
   compute instruction (MM, VEC, SMAX) holds it for the cycles its formula gives; DMA transfers run
   in the background (``dma.DmaTimeline``): LOAD / STORE wait only while DMA_QUEUE transfers are in
   flight, WAIT keep and HALT until few enough are.
-* Data results do not depend on timing because programs may not race: a compute instruction that
-  runs while a DMA transfer is in flight must not touch the scratchpad words a LOAD writes, nor
-  write the words a STORE reads (``HazardError``). Nor may it use the same port of a bank in the
-  cycles the transfer does: a LOAD writes its banks while the instruction writes them, or a STORE
-  reads its banks while the instruction reads them (the scratchpad's banks have one read and one
-  write port each; the hardware does not arbitrate, so the model refuses such a program).
+* Data results do not depend on timing, the model's or any memory's, because a compute
+  instruction may not conflict with a transfer that may still be in flight (``dma.conflict``,
+  ``HazardError``): touch the scratchpad words a LOAD writes, write the words a STORE reads, write
+  a bank a LOAD writes or read a bank a STORE reads (the banks have one read and one write port
+  each; the hardware does not arbitrate). "May be in flight" is decided without a clock: only a
+  WAIT keep, or DMA_QUEUE later transfers, make a transfer's end certain (``known_done``).
 * Nothing depends on what a scratchpad held before the program: every word read (by a compute
   instruction or a STORE) must have been written by the program first (``ProgramError``). The
   chip never clears its scratchpad, and needs not.
@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import isa
-from .dma import DmaTimeline, race
+from .dma import DmaTimeline, Transfer, conflict
 from .isa import (
     EXP_TABLE,
     INT8_MAX,
@@ -102,6 +102,8 @@ class Machine:
     events: list[Event] | None = None  # the timeline (``Event``), when asked for
     last_writes: set[int] = field(default_factory=set)  # the scratchpad words the last compute instruction wrote
     dma: DmaTimeline = field(init=False)
+    issued: list[Transfer] = field(default_factory=list)  # every transfer, in issue order
+    known_done: int = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
 
     def __post_init__(self) -> None:
         if self.ext_latency is None:
@@ -159,21 +161,27 @@ class Machine:
             x = self.dma.issue(self.t, False, eff.reads, eff.cols, pc)
         if self.events is not None:
             self.events += [Event(x.setup, "setup", pc, "dma"), Event(x.end - 1, "end", pc, "dma")]
+        # issued only with fewer than DMA_QUEUE in flight: those DMA_QUEUE or more places back have ended
+        self.issued.append(x)
+        self.known_done = max(self.known_done, len(self.issued) - isa.DMA_QUEUE)
         self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 
     # ---- compute instructions --------------------------------------------------------------------
-    def _check_race(self, pc: int, eff: Effects, first: int, last: int) -> None:
-        """Raise if this compute instruction, executing in cycles first..last, races a transfer."""
-        for x in self.dma.in_flight(first):
-            why = race(x, eff.read_set, eff.write_set, first, last)
+    def _check_conflicts(self, pc: int, eff: Effects) -> None:
+        """Raise if this compute instruction conflicts with a transfer that may still be in flight
+        on some memory (``dma.conflict``): whether it has ended by the model's clock does not count."""
+        for i in range(self.known_done, len(self.issued)):
+            why = conflict(self.issued[i], eff.read_set, eff.write_set)
             if why:
-                raise HazardError(f"instruction {pc} {why}; place the data elsewhere or add a WAIT")
+                keep = len(self.issued) - i - 1
+                raise HazardError(f"instruction {pc} {why}, and that transfer may still be in flight (on some "
+                                  f"memory, if not this one): a WAIT keep={keep} before it, or the data elsewhere")
 
     def _run_compute(self, pc: int, name: str, eff: Effects, effect) -> int:
         """Run a compute instruction decoded in cycle self.t: it executes in the next eff.cycles cycles."""
         self._check_written(pc, name, eff.reads)
-        self._check_race(pc, eff, self.t + 1, self.t + eff.cycles)
+        self._check_conflicts(pc, eff)
         self._event("go", pc, eff.unit)
         self._event("done", pc, eff.unit, self.t + eff.cycles)
         effect()
@@ -250,6 +258,7 @@ class Machine:
             self._dma_transfer(pc, eff, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
             self._stall_until(self.dma.drained_at(self.t, ins.cnt))
+            self.known_done = max(self.known_done, len(self.issued) - ins.cnt)
             self._event("go", pc, "seq")
             self.t += 1
         elif op == isa.OP_QCFG:

@@ -163,10 +163,15 @@ import replay
 from capra.randprog import handwritten_programs, random_program
 from replay import image
 from replay.simulators import ICARUS
-records = [image.record(*random_program(seed)) for seed in range(200)]
-records += [image.record(code, ext) for _name, code, ext in handwritten_programs()]
+programs = [random_program(seed) for seed in range(200)]
+programs += [(code, ext) for _name, code, ext in handwritten_programs()]
+records = [image.record(code, ext) for code, ext in programs]
 [verdict] = replay.replay(records, name='mutation_random_suite', simulators=[ICARUS])
 print(verdict.line)
+if verdict.passed:  # the same programs on a slower memory than they were made for: right all the same
+    slow = [image.record(code, ext, ext_latency=31) for code, ext in programs[:60]]
+    [verdict] = replay.replay(slow, name='mutation_random_suite_latency31', simulators=[ICARUS], latency=31)
+    print(verdict.line, '(latency 31)')
 sys.exit(0 if verdict.passed else 1)
 """
 
