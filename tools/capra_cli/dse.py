@@ -45,7 +45,6 @@ memories in block RAM), 1 if one failed, 2 for a bad argument.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -334,9 +333,12 @@ def main(args) -> int:
     for cfg in points:
         f = cache_file(cfg)
         if not args.no_cache and f.exists():
-            rows[cfg.key()] = json.loads(f.read_text())
-        else:
-            todo.append(cfg)
+            try:
+                rows[cfg.key()] = runs.read_json(f, f"the cached result of {cfg.label()}")
+                continue
+            except runs.UserError as error:  # a run killed while writing: measure the point again
+                note(f"{error}; measuring it again")
+        todo.append(cfg)
     print(f"== {len(points)} configurations ({len(points) - len(todo)} cached), {args.random} random programs "
           f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; {args.jobs} workers")
     progress = Progress("points", len(todo), every=10.0)
