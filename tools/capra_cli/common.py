@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from capra.config import ConfigError
 from replay import runs
 from replay.runs import UserError, allow_children, kill_children, note
+from threadpoolctl import threadpool_limits
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -144,7 +145,11 @@ def run(main: Callable[..., int], *args: object) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C
     try:
-        return main(*args)
+        # One BLAS thread: every product here is small (the tiny model, the long-context path's
+        # heads), where a thread per core costs more to start than it saves, and multiplies a
+        # command's time whenever anything else runs on the machine.
+        with threadpool_limits(limits=1):
+            return main(*args)
     except (UserError, ConfigError) as error:
         print(f"{runs.program_name()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
