@@ -203,6 +203,14 @@ def finish(problems: Iterable[str], checks: int, passed: str = "", *, itemize: b
     return EXIT_PASS
 
 
+def report_only(checked_by: str) -> int:
+    """The end of a command that reports figures and checks none: a last line saying so (on stderr,
+    so its printed output stays what the book shows) and exit status 0. `checked_by` names where
+    the code behind the figures is checked."""
+    note(f"a report: nothing it printed is checked here ({checked_by})")
+    return EXIT_PASS
+
+
 def require_decode(steps: int, what: str) -> None:
     """ToolError (one line, exit 2) when the structured model's decode of `steps` tokens does not
     compile on the active configuration (an external memory too small, say): refused before any
