@@ -32,7 +32,7 @@ from . import isa
 
 @dataclass(eq=False)
 class Transfer:
-    """One transfer: its words in the order they move, and when it touches each scratchpad bank."""
+    """One transfer: its words in the order they move, the banks they lie in, and its timing."""
 
     pc: int
     is_load: bool
@@ -43,38 +43,21 @@ class Transfer:
     first_touch: int  # the cycle beat 0 touches the scratchpad
     beats: np.ndarray  # word i's beat: it touches the scratchpad in first_touch + beats[i]
     words: frozenset[int] = field(init=False)
-    bank_windows: dict[int, tuple[int, int]] = field(init=False)  # bank -> first, last cycle
+    banks: frozenset[int] = field(init=False)  # the scratchpad banks it touches
 
     def __post_init__(self) -> None:
         self.words = frozenset(self.sram_words.tolist())
-        self.bank_windows = bank_windows(self.sram_words, self.first_touch + self.beats)
-
-    @property
-    def banks(self) -> set[int]:
-        return set(self.bank_windows)
+        self.banks = frozenset(np.unique(isa.bank_of(self.sram_words)).tolist())
 
     @property
     def kind(self) -> str:
         return "LOAD" if self.is_load else "STORE"
-
-    @property
-    def last_touch(self) -> int:
-        return self.first_touch + int(self.beats[-1])
 
 
 def word_beats(n: int, cols: int, ext_words: int) -> np.ndarray:
     """The beat of each of the n words of a transfer with rows of `cols` words (row-major order)."""
     i = np.arange(n)
     return (i // cols) * -(-cols // ext_words) + (i % cols) // ext_words
-
-
-def bank_windows(words: np.ndarray, cycles: np.ndarray) -> dict[int, tuple[int, int]]:
-    """Word i touches its bank in cycles[i] (non-decreasing): the first and last such cycle per bank."""
-    windows: dict[int, tuple[int, int]] = {}
-    for bank, cycle in zip(isa.bank_of(words).tolist(), cycles.tolist(), strict=True):
-        lo = windows[bank][0] if bank in windows else cycle
-        windows[bank] = (lo, cycle)
-    return windows
 
 
 class DmaTimeline:
