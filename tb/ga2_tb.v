@@ -57,9 +57,9 @@
 // model/replay/simulators.py always passes the active configuration's, so one build serves every latency). A
 // +WATCHDOG=<cycles> (the most cycles a program may run before it is a FAIL: decimal digits,
 // 1..999999999, default the WATCHDOG define, 2000000). A +LATENCY or +WATCHDOG that is empty, not a
-// decimal number, out of range or without '=' is a FAIL naming it.
-// Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd),
-// TIMELINE (prints every event of the timeline: see below).
+// decimal number, out of range or without '=' is a FAIL naming it. +TIMELINE prints every event
+// of the timeline (see below).
+// Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd).
 //
 // Timing: the clock toggles every 5 ns (rising edges at 5, 15, ...); the testbench itself waits
 // only with delays, a period at a time (at falling edges, where nothing of the chip changes), and
@@ -148,21 +148,22 @@ module ga2_tb;
     end
 `endif
 
-`ifdef TIMELINE
     // the timeline, one line per event while a program runs (the machine model's Event, in the
-    // cycles c0 counts):  EVENT <program> <cycle> go <pc> | done <pc> | setup | end
+    // cycles c0 counts), with +TIMELINE:  EVENT <program> <cycle> go <pc> | done <pc> | setup | end
     //   go     the sequencer takes the instruction at pc      done   a compute unit's last cycle
     //   setup  a transfer takes its descriptor                 end    its last cycle in flight
-    // Only a build with TIMELINE has it (replay.timeline): it looks at the chip every cycle.
+    // A run-time choice (replay.timeline), so one build serves both; without it the testbench
+    // looks at one register per cycle here.
+    reg timeline;
+    initial timeline = $test$plusargs("TIMELINE");
     always @(posedge clk) begin
-        if (!rst && !halted) begin
+        if (timeline && !rst && !halted) begin
             if (u_ga2.legal_go) $display("EVENT %0d %0d go %0d", p, c0, u_ga2.pc);
             if (u_ga2.executing && u_ga2.unit_done) $display("EVENT %0d %0d done %0d", p, c0, u_ga2.pc);
             if (u_ga2.u_dma.state == u_ga2.u_dma.R_SETUP) $display("EVENT %0d %0d setup", p, c0);
             if (u_ga2.u_dma.ends) $display("EVENT %0d %0d end", p, c0);
         end
     end
-`endif
 
     // ---- the external writes of a program ---------------------------------------------------
     // Every write beat the memory takes (extmem_rw writes word j of it to req_addr + j, within its

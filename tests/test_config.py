@@ -161,6 +161,12 @@ CORNERS = ARRAY_GRID + (Config(ext_latency=0, sram_words=2048, dma_queue=2, ext_
                         Config(ext_latency=8, sram_words=8192, dma_queue=8))
 RANDOM_PER_CORNER = 8  # random programs per configuration here; make soak runs thousands on any one
 
+# make test replays five of the corners: every value of every RTL parameter at least once (n = 2
+# with the two-word port, n = 8 with the one-word port, the small and the large scratchpad and
+# queue) and both latencies, on four chip builds beyond the default (a Verilator build is half a
+# minute here). make test-full replays all fourteen, every chip at both latencies.
+IN_MAKE_TEST = {"L0 S4096 Q4", "L8 S4096 Q4 E2 N2", "L0 S4096 Q4 N8", "L0 S2048 Q2 E2", "L8 S8192 Q8"}
+
 
 RTL_CORNERS = tuple({c.rtl_defines(): c for c in CORNERS}.values())  # one per chip: the latency is no RTL
 
@@ -176,9 +182,19 @@ def test_rtl_lints_clean_at_each_swept_size(cfg):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_make_test_replays_a_corner_of_every_rtl_parameter_value():
+    """The corners make test keeps exist, and between them set every RTL parameter to each of its
+    swept values (a misspelt label would drop a corner silently)."""
+    kept = [c for c in CORNERS if c.label() in IN_MAKE_TEST]
+    assert len(kept) == len(IN_MAKE_TEST)
+    for field in ("n", "ext_words", "sram_words", "dma_queue", "ext_latency"):
+        assert {getattr(c, field) for c in kept} == {getattr(c, field) for c in CORNERS}, field
+
+
 @pytest.mark.needs_tool("iverilog")
 @pytest.mark.needs_tool("verilator")
-@pytest.mark.parametrize("cfg", CORNERS, ids=lambda c: c.label().replace(" ", "_"))
+@pytest.mark.parametrize("cfg", [pytest.param(c, marks=() if c.label() in IN_MAKE_TEST else pytest.mark.slow)
+                                 for c in CORNERS], ids=lambda c: c.label().replace(" ", "_"))
 def test_corner_configuration_is_exact_on_both_simulators(cfg):
     """Random programs and the 32-step decode, replayed in Icarus and Verilator built for `cfg`
     (one build per chip configuration: the latency is the testbench's run-time +LATENCY)."""

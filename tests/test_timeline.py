@@ -2,7 +2,7 @@
 
 The replays compare each program's final memory and five counters. Equal counters could still hide
 a model that puts the cycles in the wrong places (a transfer that sets up late and a compute unit
-that finishes early add up to the same total). Here the testbench, built with TIMELINE, prints
+that finishes early add up to the same total). Here the testbench, run with +TIMELINE, prints
 every instruction the sequencer takes, every compute unit's last cycle and every transfer's setup
 and end from the RTL's signals, and they must be the machine model's events exactly, in both
 simulators, at several memory latencies. The lanes the timeline tool draws must add up to the

@@ -75,7 +75,7 @@ class Event(NamedTuple):
     setup  the transfer issued by `pc` takes its descriptor (its setup cycle)
     end    the last cycle the transfer counts as in flight
 
-    The replay testbench built with TIMELINE prints the same events from the RTL's own signals
+    The replay testbench run with +TIMELINE prints the same events from the RTL's own signals
     (``replay.timeline``), and tests/test_timeline.py checks the two lists are equal."""
 
     cycle: int

@@ -6,6 +6,12 @@ files named, and every ``rtl/*.v`` and ``rtl/*.vh``, which the simulators find b
 top module, the defines, the flags and the simulator's version. So a build is made once per change
 of RTL, configuration or tool, and two copies of the repository with the same RTL can share one.
 
+A Verilator build compiles the generated C++ of the design and Verilator's own runtime (about a
+third of its time, the same for every design): the runtime's objects are kept beside the builds,
+keyed by what they are compiled from (the Verilator and C++ compiler versions, the flags, the
+generated build switches, tb/sim_exit.cpp), and copied into every later build instead of compiled
+again.
+
 Builds are safe to start at once from several processes (test workers, parallel tools): a build
 holds a lock on its key while it runs, so the second process waits and then uses the first one's
 result, and a build is made under a temporary name and renamed when complete, so the cache never
@@ -21,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,8 +56,10 @@ INSTALL_HINT = {
 # stack buffer and overruns it on a longer one; room for ga2_tb's PATH_MAX + 1 characters.
 # VL_USER_STOP with tb/sim_exit.cpp: Verilog $stop exits with status 1 instead of aborting.
 # OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25% slower).
-VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP",
-                   "-MAKEFLAGS", "OPT_FAST=-O2")
+# Verilator writes the C++ and its makefile (--main --exe --timing: --binary without --build); the
+# build runs make on it itself, with the runtime's objects in place when they are kept.
+VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP")
+VERILATOR_MAKE = ("OPT_FAST=-O2",)
 VERILATOR_EXIT = ROOT / "tb" / "sim_exit.cpp"
 
 
@@ -96,7 +105,7 @@ def _shown(path: Path) -> str:
 
 def build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]) -> str:
     """The cache key of one build (module docstring)."""
-    flags = "|".join(VERILATOR_FLAGS) if kind == "verilator" else ""
+    flags = "|".join(VERILATOR_FLAGS + VERILATOR_MAKE) if kind == "verilator" else ""
     h = hashlib.sha256(f"{kind}|{_version(kind)}|{top}|{'|'.join(defines)}|{flags}".encode())
     extra = [VERILATOR_EXIT] if kind == "verilator" else []
     for f in list(files) + extra + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
@@ -155,12 +164,21 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
             return exe
         work = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
         shutil.rmtree(work, ignore_errors=True)
-        note(f"building the Verilator simulator of {top} (once per change of RTL or defines; about ten seconds)")
+        note(f"building the Verilator simulator of {top} (once per change of RTL or defines; "
+             "under half a minute)")
         try:
-            _check(["verilator", "--binary", "-O2", "--default-language", "1364-2005", "--top-module", top,
-                    f"-I{INCLUDE_DIR}", "-y", str(INCLUDE_DIR), "--Mdir", str(work), "-o", f"V{top}", "-j", "2",
-                    *VERILATOR_FLAGS, *(f"-D{d}" for d in defines), *map(str, paths), str(VERILATOR_EXIT)],
-                   "verilator")
+            _check(["verilator", "--main", "--exe", "--timing", "-O2", "--default-language", "1364-2005",
+                    "--top-module", top, f"-I{INCLUDE_DIR}", "-y", str(INCLUDE_DIR), "--Mdir", str(work),
+                    "-o", f"V{top}", *VERILATOR_FLAGS, *(f"-D{d}" for d in defines), *map(str, paths),
+                    str(VERILATOR_EXIT)], "verilator")
+            runtime = cache_dir() / f"verilator-runtime-{_runtime_key(work, top)}"
+            kept = sorted(runtime.glob("*.o"))
+            for obj_file in kept:  # newer than the makefile, so make takes them as built
+                shutil.copyfile(obj_file, work / obj_file.name)
+            _check(["make", "-C", str(work), "-f", f"V{top}.mk", "-j", "2", *VERILATOR_MAKE, f"V{top}"],
+                   "verilator (make)")
+            if not kept:
+                _keep_runtime(work, top, runtime)
             if not (work / f"V{top}").exists():
                 raise BuildFailed(f"verilator built no V{top}")
             shutil.rmtree(obj, ignore_errors=True)  # a folder without its executable (an interrupted older build)
@@ -168,6 +186,51 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return exe
+
+
+def _runtime_objects(work: Path, top: str) -> list[str]:
+    """The object files of Verilator's runtime and of tb/sim_exit.cpp a build in `work` links: the
+    same for every design built with the same switches."""
+    names = []
+    for mk in (work / f"V{top}_classes.mk", work / f"V{top}.mk"):
+        listing = None
+        for line in mk.read_text().splitlines():
+            if line.startswith(("VM_GLOBAL_FAST", "VM_GLOBAL_SLOW", "VM_USER_CLASSES")):
+                listing = []
+            elif listing is not None and line.startswith("\t") and line.rstrip().endswith("\\"):
+                names.append(line.strip().rstrip("\\").strip() + ".o")
+            else:
+                listing = None
+    return names
+
+
+def _runtime_key(work: Path, top: str) -> str:
+    """What the runtime's objects are compiled from: the Verilator and C++ compiler versions, the
+    flags, the numeric build switches the generated makefiles set (timing, trace, coverage, ...),
+    the objects' names and tb/sim_exit.cpp."""
+    switches = [line for mk in (work / f"V{top}_classes.mk", work / f"V{top}.mk")
+                for line in mk.read_text().splitlines() if re.fullmatch(r"VM_\w+ = \d+", line)]
+    text = "|".join([_version("verilator"), _version("g++"), *VERILATOR_FLAGS, *VERILATOR_MAKE, *switches,
+                     *_runtime_objects(work, top)])
+    return hashlib.sha256(text.encode() + VERILATOR_EXIT.read_bytes()).hexdigest()[:16]
+
+
+def _keep_runtime(work: Path, top: str, runtime: Path) -> None:
+    """Keep the runtime's objects of the build in `work` for later builds (made under a temporary
+    name and renamed, so a half-copied folder is never used; another process keeping the same
+    objects first is fine)."""
+    names = _runtime_objects(work, top)
+    if not names or not all((work / n).exists() for n in names):
+        return
+    tmp = runtime.with_name(f"{runtime.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for n in names:
+        shutil.copyfile(work / n, tmp / n)
+    try:
+        os.replace(tmp, runtime)
+    except OSError:  # kept by another process meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _run(cmd: list[str], timeout: float | None, cwd: str | os.PathLike) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""The RTL's timeline: the events the replay testbench prints when it is built with TIMELINE,
+"""The RTL's timeline: the events the replay testbench prints when it runs with +TIMELINE,
 read into the machine model's ``Event`` list, so the two can be compared cycle by cycle.
 
 The counters (c0..c4) say how many cycles a program took and how busy each unit was; the timeline
@@ -27,7 +27,7 @@ from .simulators import GA2_FILES, GA2_TOP, Simulator
 from .verdict import Verdict, judge
 
 EVENT_RE = re.compile(r"^EVENT (\d+) (\d+) (go|done|setup|end)(?: (\d+))?$", re.M)
-TIMELINE_DEFINE = "TIMELINE"
+TIMELINE_PLUSARG = "+TIMELINE"
 
 
 def _unit(code: Sequence[int], pc: int) -> str:
@@ -65,7 +65,8 @@ def parse_events(output: str, codes: Sequence[Sequence[int]]) -> list[list[Event
 def rtl_events(records: Sequence[Record], sim: Simulator, folder_name: str = "timeline",
                cfg: capra_config.Config | None = None, latency: int | None = None
                ) -> tuple[Verdict, list[list[Event]]]:
-    """Replay `records` in `sim` built with TIMELINE; the verdict and each program's events."""
+    """Replay `records` in `sim` with +TIMELINE (in the build every replay uses); the verdict and
+    each program's events."""
     from . import testbench_defines  # the package's, defined beside replay_all
 
     cfg = capra_config.active() if cfg is None else cfg
@@ -73,8 +74,9 @@ def rtl_events(records: Sequence[Record], sim: Simulator, folder_name: str = "ti
     with run_folder(folder_name) as run:
         path = run / "timeline.hex"
         words = write_image(records, path)
-        defines = testbench_defines(len(words), cfg, TIMELINE_DEFINE)
-        rc, output = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=(f"+PROG={path}", f"+LATENCY={latency}"))
+        defines = testbench_defines(len(words), cfg)
+        plusargs = (f"+PROG={path}", f"+LATENCY={latency}", TIMELINE_PLUSARG)
+        rc, output = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=plusargs)
     verdict = judge(sim.name, rc, output, len(records), dump=True, expected=[r.counters for r in records])
     return verdict, parse_events(output, [r.code for r in records])
 

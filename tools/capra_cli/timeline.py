@@ -11,7 +11,7 @@ memory channel (read requests, read data, writes), and out/timeline/timeline.png
 for both steps.
 
 Then both steps are replayed in Icarus and Verilator built to print the RTL's own events (the
-testbench's TIMELINE define): each must PASS, and its events (every instruction taken, every
+testbench's +TIMELINE): each must PASS, and its events (every instruction taken, every
 compute unit's last cycle, every transfer's setup and end) must be the machine model's, cycle for
 cycle. Before that, each step's lanes must add up to its counters (the DMA lane to c1, MM to c2,
 VEC and SMAX to c3, the sequencer's stalls to c4). --no-rtl leaves the replays out. Exit 0 only
@@ -196,7 +196,7 @@ def main(args) -> int:
     figure(figures, OUT / "timeline.png")
     print(f"wrote {', '.join(f'out/timeline/{n}.json' for n, _r, _e in records)} and out/timeline/timeline.png")
     if not args.no_rtl:
-        print("\n== the RTL's timeline (testbench built with TIMELINE), against the model's")
+        print("\n== the RTL's timeline (testbench run with +TIMELINE), against the model's")
         for sim in SIMULATORS:
             verdict, found = rtl_events([r for _n, r, _e in records], sim)
             checks += 1
