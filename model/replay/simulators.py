@@ -3,7 +3,8 @@
 A compiled simulator is kept in the build cache (``out/sim/``, or the folder named by the
 ``CAPRA_SIM_CACHE`` environment variable), keyed by the contents of every source it reads (the
 files named, and every ``rtl/*.v`` and ``rtl/*.vh``, which the simulators find by module name), the
-top module, the defines, the flags and the simulator's version. So a build is made once per change
+top module, the defines, the flags and the simulator's version (the sources as a set: the order
+they are named in does not change what is built). So a build is made once per change
 of RTL, configuration or tool, and two copies of the repository with the same RTL can share one.
 
 A Verilator build compiles the generated C++ of the design and Verilator's own runtime (about a
@@ -108,9 +109,12 @@ def build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]
     flags = "|".join(VERILATOR_FLAGS + VERILATOR_MAKE) if kind == "verilator" else ""
     h = hashlib.sha256(f"{kind}|{_version(kind)}|{top}|{'|'.join(defines)}|{flags}".encode())
     extra = [VERILATOR_EXIT] if kind == "verilator" else []
-    for f in list(files) + extra + sorted(INCLUDE_DIR.glob("*.vh")) + sorted(INCLUDE_DIR.glob("*.v")):
-        h.update(_shown(f).encode())
-        h.update(f.read_bytes())
+    # the sources as a set: the chapter's listing names every rtl/*.v in its own order, and builds
+    # the same simulator as the replay's three files with the modules found in rtl/
+    sources = {_shown(f): f for f in [*files, *extra, *INCLUDE_DIR.glob("*.vh"), *INCLUDE_DIR.glob("*.v")]}
+    for shown in sorted(sources):
+        h.update(shown.encode())
+        h.update(sources[shown].read_bytes())
     return h.hexdigest()[:16]
 
 
