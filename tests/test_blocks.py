@@ -77,6 +77,7 @@ BLOCKS = [
     # the same programs against a memory that is not ready about one cycle in four
     Block("ga2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"RANDOM_READY": 1}),
     # a two-word external interface (beats of two words), with an always-ready and a refusing memory
+    # (the always-ready one in make test-full: the refusing memory covers the same programs and more)
     Block("ga2_e2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {}, "ext_words=2"),
     Block("ga2_e2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"RANDOM_READY": 1}, "ext_words=2"),
 ]
@@ -92,7 +93,11 @@ def _failures(results: Path) -> tuple[int, list[str]]:
     return tests, failed
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.case for b in BLOCKS])
+SLOW_BLOCKS = {"ga2_e2"}
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.slow) if b.case in SLOW_BLOCKS else b
+                                   for b in BLOCKS], ids=[b.case for b in BLOCKS])
 def test_block_against_python_model(block: Block, tmp_path) -> None:
     build_dir = tmp_path / block.case
     cfg = Config.parse(block.config)

@@ -84,14 +84,19 @@ def test_random_graphs_run_exactly_on_the_machine_model(seed):
 
 
 @needs_simulators
-def test_sample_of_compiled_graphs_replays_on_both_simulators():
+@pytest.mark.parametrize("seeds", [pytest.param(range(6), id="0-5"),
+                                   pytest.param(range(6, 12), id="6-11", marks=pytest.mark.slow)])
+def test_sample_of_compiled_graphs_replays_on_both_simulators(seeds):
+    """Compiled random graphs in both simulators (six in make test, six more in test-full: Icarus
+    runs them at a few thousand cycles a second)."""
     records = []
-    for seed in range(12):
+    for seed in seeds:
         g, calib = random_graph(seed)
         P = capra.compile_graph(g, calib)
         records.append(image.record(P.code, capra.ext_image(P, calib[1])))
-    verdicts = replay.replay(records, name="compiled_graphs")
-    assert all(v.passed and v.line.startswith("PASS: 12 programs") for v in verdicts), [v.problems for v in verdicts]
+    verdicts = replay.replay(records, name=f"compiled_graphs_{seeds[0]}")
+    assert all(v.passed and v.line.startswith(f"PASS: {len(seeds)} programs") for v in verdicts), \
+        [v.problems for v in verdicts]
 
 
 # ---- scheduling: graphs whose loads fill the scratchpad, and the decode step ----------------------

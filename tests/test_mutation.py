@@ -152,8 +152,10 @@ def collected(*args: str) -> set[str]:
     return {line for line in proc.stdout.splitlines() if "::" in line}
 
 
+@pytest.mark.slow
 def test_a_tiers_parts_hold_exactly_its_tests():
-    """A tier runs in parts (no simulator first): together they must select the tier's tests, each
+    """(make test-full: it collects the whole suite three times, for the hours-long make mut-tiers.)
+    A tier runs in parts (no simulator first): together they must select the tier's tests, each
     once (the `sim` mark is given at collection, tests/conftest.py, so this is not a matter of logic
     alone). make test's tier; the others are written the same way."""
     tier = "test"
