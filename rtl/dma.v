@@ -2,7 +2,7 @@
 `default_nettype none
 // dma: moves rows x cols words between external memory and the scratchpad, from a queue of up to
 // QUEUE transfers (issued and not finished). Row r uses ext[ext_base + r*ext_stride + c] and
-// sram[sram_base + r*sram_stride + c].
+// sram[sram_base + r*sram_stride + c]; external word addresses are 32 bits.
 //
 // Words move in beats of up to EW consecutive words of one row (EW = 1 or 2, the external
 // interface's width): a beat is one external request (address of its first word, a mask of its
@@ -36,7 +36,7 @@ module dma #(
     input  wire        is_store,
     input  wire [15:0] rows,
     input  wire [15:0] cols,
-    input  wire [15:0] ext_base,
+    input  wire [31:0] ext_base,
     input  wire [15:0] ext_stride,
     input  wire [AW-1:0] sram_base,
     input  wire [AW-1:0] sram_stride,
@@ -46,7 +46,7 @@ module dma #(
     input  wire        ext_req_ready,
     output wire        ext_req_we,
     output wire [EW-1:0] ext_req_mask,   // the beat's words (word j at ext_req_addr + j)
-    output wire [15:0] ext_req_addr,
+    output wire [31:0] ext_req_addr,
     output wire [32*EW-1:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
     input  wire [32*EW-1:0] ext_rsp_rdata,
@@ -57,7 +57,7 @@ module dma #(
     output reg  [AW-1:0] sram_waddr,
     output reg  [32*EW-1:0] sram_wdata
 );
-    localparam integer DW  = 1 + 16 + 16 + 16 + 16 + AW + AW;  // a descriptor
+    localparam integer DW  = 1 + 16 + 16 + 32 + 16 + AW + AW;  // a descriptor
     localparam integer PW  = $clog2(PENDING);
     localparam integer QPW = (QUEUE > 1) ? $clog2(QUEUE) : 1;  // a queue pointer (wraps at QUEUE - 1)
     localparam integer QUEUE_M1 = QUEUE - 1;
@@ -76,11 +76,12 @@ module dma #(
     localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2;
     reg [1:0]  state;
     reg        store;
-    reg [15:0] rows_m1, cols_m1, r, c, e_row, e_stride;
+    reg [15:0] rows_m1, cols_m1, r, c, e_stride;
+    reg [31:0] e_row;
     reg [AW-1:0] s_row, s_stride;
     reg [QW-1:0] active;               // transfers that took their descriptor and have not ended
     reg [QW-1:0] loads_out;            // of those, LOADs
-    wire [15:0] e_addr  = e_row + c;
+    wire [31:0] e_addr  = e_row + {16'd0, c};
     wire [AW-1:0] s_addr = s_row + c[AW-1:0];
     // the beat: its words c .. c+EW-1 that lie in the row, and whether it ends the row. A beat that
     // reaches the row's end wraps c to 0, so c never passes cols_m1: equalities decide both.
@@ -108,9 +109,9 @@ module dma #(
     // STORE beats on their way: read from the scratchpad, then sent (a small skid buffer keeps
     // them when the memory is not ready)
     localparam integer SKID = 4;
-    localparam integer SW   = 1 + EW + 16 + 32 * EW;  // {last, mask, ext address, data}
+    localparam integer SW   = 1 + EW + 32 + 32 * EW;  // {last, mask, ext address, data}
     reg        st1_v, st2_v, st1_last, st2_last;
-    reg [15:0] st1_addr, st2_addr;
+    reg [31:0] st1_addr, st2_addr;
     reg [EW-1:0] st1_mask, st2_mask;
     reg [SW-1:0] sk [0:SKID-1];
     reg [1:0]  sk_rp, sk_wp;
@@ -130,7 +131,7 @@ module dma #(
     assign ext_req_valid = st_v || ld_v;
     assign ext_req_we    = st_v;
     assign ext_req_mask  = st_v ? st_out[SW-2 -: EW] : bmask;
-    assign ext_req_addr  = st_v ? st_out[32*EW +: 16] : e_addr;
+    assign ext_req_addr  = st_v ? st_out[32*EW +: 32] : e_addr;
     assign ext_req_wdata = st_out[32*EW-1:0];
     assign sram_re       = st_rd ? bmask : {EW{1'b0}};
     assign sram_raddr    = s_addr;
@@ -162,7 +163,7 @@ module dma #(
             cols_m1 <= 16'd0;
             r <= 16'd0;
             c <= 16'd0;
-            e_row <= 16'd0;
+            e_row <= 32'd0;
             e_stride <= 16'd0;
             s_row <= {AW{1'b0}};
             s_stride <= {AW{1'b0}};
@@ -186,7 +187,7 @@ module dma #(
                 if (row_end) begin
                     c <= 16'd0;
                     r <= r + 16'd1;
-                    e_row <= e_row + e_stride;
+                    e_row <= e_row + {16'd0, e_stride};
                     s_row <= s_row + s_stride;
                 end else begin
                     c <= c + EW[15:0];
@@ -202,8 +203,8 @@ module dma #(
                 store <= take_st;
                 rows_m1 <= (have_q ? dq[dq_rp][DW-2 -: 16] : rows) - 16'd1;
                 cols_m1 <= (have_q ? dq[dq_rp][DW-18 -: 16] : cols) - 16'd1;
-                e_row <= have_q ? dq[dq_rp][DW-34 -: 16] : ext_base;
-                e_stride <= have_q ? dq[dq_rp][DW-50 -: 16] : ext_stride;
+                e_row <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
+                e_stride <= have_q ? dq[dq_rp][DW-66 -: 16] : ext_stride;
                 s_row <= have_q ? dq[dq_rp][2*AW-1:AW] : sram_base;
                 s_stride <= have_q ? dq[dq_rp][AW-1:0] : sram_stride;
                 r <= 16'd0;
@@ -249,8 +250,8 @@ module dma #(
             st2_v <= 1'b0;
             st1_last <= 1'b0;
             st2_last <= 1'b0;
-            st1_addr <= 16'd0;
-            st2_addr <= 16'd0;
+            st1_addr <= 32'd0;
+            st2_addr <= 32'd0;
             st1_mask <= {EW{1'b0}};
             st2_mask <= {EW{1'b0}};
             sk_rp <= 2'd0;

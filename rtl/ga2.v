@@ -13,14 +13,15 @@
 //   MM/VEC/SMAX start the unit in the decode cycle and wait for its done cycle
 // An illegal instruction, or running past the last instruction of the memory, halts with `illegal`
 // set. Illegal: an unknown opcode, a reserved bit set, WAIT keeping QUEUE or more, and the fields
-// that would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns
-// (or an SRAM stride past 16 bits), an MM without rows, reduction or columns, a reduction past
+// that would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns,
+// an MM without rows, reduction or columns, a reduction past
 // GA2_MM_MAX_K or a column window outside the matrix, a VEC of an unknown sub-op, a VEC or SMAX of
 // no elements, a QCFG shift past GA2_MAX_SHIFT. The machine model refuses the same instructions.
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
 // The external port is the DMA engine's (see rtl/dma.v): requests with valid/ready, read answers
 // in order with rsp_valid; GA2_EXT_WORDS words wide (a request moves the words ext_req_addr + j
-// that ext_req_mask names).
+// that ext_req_mask names), 32-bit word addresses. A LOAD/STORE's external address is {w3[31:16], b}
+// and its SRAM stride w3[15:0].
 module ga2 (
     input  wire        clk,
     input  wire        rst,
@@ -42,7 +43,7 @@ module ga2 (
     input  wire        ext_req_ready,
     output wire        ext_req_we,
     output wire [`GA2_EXT_WORDS_D-1:0]    ext_req_mask,
-    output wire [15:0] ext_req_addr,
+    output wire [31:0] ext_req_addr,
     output wire [32*`GA2_EXT_WORDS_D-1:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
     input  wire [32*`GA2_EXT_WORDS_D-1:0] ext_rsp_rdata
@@ -75,7 +76,7 @@ module ga2 (
     wire [31:0] w0 = iword[0];
     wire [31:0] w1 = iword[1];
     wire [31:0] w2 = iword[2];
-    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction
+    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction but LOAD and STORE
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
@@ -103,14 +104,14 @@ module ga2 (
     wire [16:0] mm_end   = (sub == 4'd0) ? mm_tiles : {9'd0, w3[23:16]} + {13'd0, sub};
     wire       mm_ok    = (cnt != 16'd0) && (fd != 16'd0) && (fd <= GA2_MM_MAX_K[15:0]) && (w3[15:0] != 16'd0)
                           && ({9'd0, w3[23:16]} < mm_end) && (mm_end <= mm_tiles);
-    wire       fields_ok = is_dma         ? (cnt != 16'd0) && (fc != 16'd0) && (w3[23:16] == 8'd0)
+    wire       fields_ok = is_dma         ? (cnt != 16'd0) && (fc != 16'd0)
                          : (op == OP_MM)   ? mm_ok
                          : (op == OP_VEC)  ? (cnt != 16'd0) && (sub <= VEC_LAST)
                          : (op == OP_SMAX) ? (cnt != 16'd0)
                          : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
                          : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])
                          : 1'b1;
-    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (w3[31:24] == 8'd0) && fields_ok;
+    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (is_dma || w3[31:24] == 8'd0) && fields_ok;
     wire       legal_go = go && known_op;
     wire       unit_done;
     // the instruction after this one is decoded next cycle
@@ -135,7 +136,7 @@ module ga2 (
 
     dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .EW(EW), .QW(QW)) u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
-        .ext_base(fb), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
+        .ext_base({w3[31:16], fb}), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
         .inflight(inflight), .busy(dma_busy),
         .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
         .ext_req_mask(ext_req_mask), .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),

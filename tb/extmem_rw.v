@@ -23,7 +23,7 @@ module extmem_rw #(
     output wire        req_ready,
     input  wire        req_we,
     input  wire [WORDS-1:0] req_mask,
-    input  wire [15:0] req_addr,
+    input  wire [31:0] req_addr,
     input  wire [32*WORDS-1:0] req_wdata,
     output wire        rsp_valid,
     output wire [32*WORDS-1:0] rsp_rdata
@@ -35,13 +35,13 @@ module extmem_rw #(
 
     // the words of a request (programs stay below EXTW: the machine model checks, so high bits are zero)
     /* verilator lint_off UNUSEDSIGNAL */
-    wire [15:0] wa [0:WORDS-1];
+    wire [31:0] wa [0:WORDS-1];
     /* verilator lint_on UNUSEDSIGNAL */
     wire [32*WORDS-1:0] rword;  // the memory's words at the request, word j in bits 32j+31:32j
     genvar gj;
     generate
         for (gj = 0; gj < WORDS; gj = gj + 1) begin : g_word
-            assign wa[gj] = req_addr + gj[15:0];
+            assign wa[gj] = req_addr + gj;
             assign rword[32*gj +: 32] = mem[wa[gj][AW-1:0]];
         end
     endgenerate

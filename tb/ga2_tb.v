@@ -21,8 +21,8 @@
 //   A record: REC_MAGIC, n_code, n_init, n_xrun, n_xval, n_srun, n_sval,
 //             code[n_code], init[n_init], xrun[n_xrun], xval[n_xval], srun[n_srun], sval[n_sval],
 //             counters[5], CRC slot.
-// A run word holds a first address in bits 15:0 and a length (>= 1) in bits 31:16; the runs of a
-// list ascend without overlapping, and their values follow in address order. xrun/xval are the
+// A run is two words, a first address and a length (>= 1): n_xrun and n_srun count words, so they
+// are even. The runs of a list ascend without overlapping, and their values follow in address order. xrun/xval are the
 // external words the program changes (every other word must keep its initial value: init, then
 // zeros); srun/sval are the scratchpad words it writes (the scratchpad is never cleared, so the
 // words it does not write hold whatever came before and are not compared).
@@ -97,7 +97,7 @@ module ga2_tb;
     localparam integer IMG_HEADER = 4;
     localparam integer REC_HEADER = 7;
     localparam integer REC_FIXED  = REC_HEADER + 6;  // a record's words besides its lists: header, counters, CRC
-    localparam [31:0] IMG_MAGIC   = 32'h4741_3202;   // "GA2", format 2
+    localparam [31:0] IMG_MAGIC   = 32'h4741_3203;   // "GA2", format 3
     localparam [31:0] REC_MAGIC   = 32'h5245_4321;   // "REC!"
     localparam [31:0] CRC_POLY    = 32'hEDB8_8320;   // CRC-32, reflected
 
@@ -109,7 +109,7 @@ module ga2_tb;
     wire        halted, illegal;
     wire [31:0] c0, c1, c2, c3, c4;
     wire        req_valid, req_ready, req_we, rsp_valid;
-    wire [15:0] req_addr;
+    wire [31:0] req_addr;
     wire [EWORDS-1:0]    req_mask;
     wire [32*EWORDS-1:0] req_wdata, rsp_rdata;
     // The chip's inputs come from registers that take, at each rising edge, what the initial block
@@ -415,19 +415,32 @@ module ga2_tb;
         end
     endtask
 
-    // n runs at `first_at`, over an address space of `limit` words, must ascend without overlapping
+    // the run whose two words are at `at`
+    task run_at(input integer at);
+        begin
+            first = img[at];
+            len = img[at + 1];
+        end
+    endtask
+
+    // n run words at `first_at`, over an address space of `limit` words, must ascend without overlapping
     // and cover `want_vals` words in all.
     task check_runs(input integer first_at, input integer n, input integer limit, input integer want_vals,
                     input [8*10:1] what);
         begin
             run_end = 0;
             vals = 0;
-            for (j = 0; j < n && bad == 0; j = j + 1) begin
-                first = img[first_at + j] & 32'h0000_FFFF;
-                len = img[first_at + j] >> 16;
-                if (len < 1 || first < run_end || first + len > limit) begin
+            if (n % 2 != 0) begin
+                $display("FAIL: malformed image: program %0d %0s runs are %0d words, not pairs of first address and length",
+                         p, what, n);
+                bad = 1;
+            end
+            for (j = 0; j < n && bad == 0; j = j + 2) begin
+                run_at(first_at + j);
+                // (as integers: a word of 2^31 or more is negative, and fails the first two tests)
+                if (len < 1 || first < run_end || first >= limit || len > limit - first) begin
                     $display("FAIL: malformed image: program %0d %0s run %0d (first %0d, %0d words) is empty, overlaps the run before or passes word %0d",
-                             p, what, j, first, len, limit - 1);
+                             p, what, j / 2, first, len, limit - 1);
                     bad = 1;
                 end
                 run_end = first + len;
@@ -537,9 +550,8 @@ module ga2_tb;
     task expected_changes(input clear);  // the record's runs: ext_want its values, or both zero
         begin
             vals = at_xval;
-            for (j = 0; j < n_xrun; j = j + 1) begin
-                first = img[at_xrun + j] & 32'h0000_FFFF;
-                len = img[at_xrun + j] >> 16;
+            for (j = 0; j < n_xrun; j = j + 2) begin
+                run_at(at_xrun + j);
                 for (i = first; i < first + len; i = i + 1) begin
                     if (clear) set_word(i[XAW-1:0], 32'd0);
                     else ext_want[i] = img[vals];
@@ -603,9 +615,8 @@ module ga2_tb;
                         if (wlog_mask[k][j] && word_at < EXTW) check_word(word_at);
                     end
                 end
-                for (j = 0; j < n_xrun; j = j + 1) begin
-                    first = img[at_xrun + j] & 32'h0000_FFFF;
-                    len = img[at_xrun + j] >> 16;
+                for (j = 0; j < n_xrun; j = j + 2) begin
+                    run_at(at_xrun + j);
                     for (i = first; i < first + len; i = i + 1) check_word(i);
                 end
             end
@@ -677,9 +688,8 @@ module ga2_tb;
                 end
                 if (bad == 0) check_external;
                 vals = at_sval;
-                for (j = 0; j < n_srun && bad == 0; j = j + 1) begin
-                    first = img[at_srun + j] & 32'h0000_FFFF;
-                    len = img[at_srun + j] >> 16;
+                for (j = 0; j < n_srun && bad == 0; j = j + 2) begin
+                    run_at(at_srun + j);
                     for (i = first; i < first + len && bad == 0; i = i + 1) begin
                         got = sp_word(i[SAW-1:0]);
                         if (got !== img[vals]) begin

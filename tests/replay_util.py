@@ -63,6 +63,12 @@ def sections(rec: list[int]) -> dict[str, slice]:
     return out
 
 
+def run_addresses(run_words: list[int]) -> list[int]:
+    """The addresses a record's run words cover: pairs of a first address and a length."""
+    assert len(run_words) % 2 == 0, f"{len(run_words)} run words are not pairs"
+    return [first + i for first, length in zip(run_words[0::2], run_words[1::2]) for i in range(length)]
+
+
 def seal(words: list[int]) -> list[int]:
     """Recompute the CRC words of an edited image (header, then each record as far as the words go),
     as a writer with a bug would produce them: the image is consistent, only its content is wrong."""

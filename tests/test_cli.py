@@ -387,11 +387,13 @@ def test_a_smaller_scratchpad_is_a_shorter_limit_named_before_any_work(capsys, n
     assert limits.largest_context(model) == default
 
 
-def test_GA2_EXT_is_read_as_words_1_to_65536():
+def test_GA2_EXT_is_read_as_words_1_to_the_largest_memory():
+    top = config.EXT_MEMORY_MAX
     assert config.from_environment({}).ext_memory == 8192
-    for good in ("1", "40", "65536"):
+    for good in ("1", "40", "65536", "65537", str(top)):
         assert config.from_environment({"GA2_EXT": good}).ext_memory == int(good)
-    for bad_value in ("abc", "", "0", "-5", "65537", "8192.0", "8_192", " 8192 ", "\u0668192"):  # int() takes 3 last
+    # int() would take the last three
+    for bad_value in ("abc", "", "0", "-5", str(top + 1), "8192.0", "8_192", " 8192 ", "\u0668192"):
         with pytest.raises(config.ConfigError, match="GA2_EXT"):
             config.from_environment({"GA2_EXT": bad_value})
 
@@ -474,8 +476,9 @@ GA2_EXT_USERS = [("ch12_run", ()), ("ch12_accuracy", ()), ("decode_report", ()),
 
 def test_a_bad_GA2_EXT_is_one_line_naming_it():
     """GA2_EXT is read with the configuration, when the project is imported: a bad one (not a
-    number, no memory, more than the 16-bit addresses reach) is one line naming it and its value."""
-    jobs = [(script, args, {"env": {**os.environ, "GA2_EXT": value}}) for value in ("abc", "0", "70000")
+    number, no memory, more than the largest memory) is one line naming it and its value."""
+    jobs = [(script, args, {"env": {**os.environ, "GA2_EXT": value}})
+            for value in ("abc", "0", str(config.EXT_MEMORY_MAX + 1))
             for script, args in GA2_EXT_USERS]
     failures = {}
     for (script, args, options), proc in zip(jobs, run_scripts(jobs), strict=True):

@@ -21,7 +21,7 @@ from conftest import needs_icarus, needs_verilator
 from replay import image
 from replay.simulators import BY_NAME, GA2_FILES, GA2_TOP
 from replay.verdict import judge
-from replay_util import TIMEOUT, counters, sections, verdict
+from replay_util import TIMEOUT, counters, run_addresses, sections, verdict
 
 BOTH = ("icarus", "verilator")
 DEFINES = replay.testbench_defines(0)  # replay_util.run_file's build: the cached simulators are shared
@@ -141,9 +141,9 @@ def test_a_malformed_image_without_a_header_is_a_fail_naming_it(case, expected, 
         words[_record_start(records, 2)] ^= 1
     elif case == "a run past the scratchpad":
         # program 1 (load and store back) has one scratchpad run of 32 words; now it names one word
-        # at the last address of the 16-bit space, past the scratchpad
+        # at address 65535, past the scratchpad
         at = _record_start(records, 1) + sections(records[1])["sruns"].start
-        words[at] = (1 << 16) | 0xFFFF
+        words[at : at + 2] = [0xFFFF, 1]
     elif case == "more code than the instruction memory":
         words[1 + 1] = 4100  # record 0's n_code
     want = expected.format(n=n, n0=n - 1, n1=n + 1, l2=_record_start(records, 2) + 1,
@@ -158,7 +158,7 @@ def test_a_malformed_image_without_a_header_is_a_fail_naming_it(case, expected, 
 @pytest.mark.parametrize("first, shown", [(0, "00000000"), (0x10000, "00010000"), (0xFFFFFFFF, "ffffffff")])
 def test_a_first_word_that_is_neither_the_magic_nor_a_program_count_is_a_fail(first, shown, tmp_path):
     line, _codes = _both(_write(tmp_path, [first, *_listing(_records())[1:]]))
-    assert line == (f"FAIL: malformed image {tmp_path / 'image.hex'}: line 1 is {shown}, not the image magic 47413202 "
+    assert line == (f"FAIL: malformed image {tmp_path / 'image.hex'}: line 1 is {shown}, not the image magic 47413203 "
                     "(an image with a header) nor a program count 1..65535 (an image without a header)"), line
 
 
@@ -307,9 +307,9 @@ def _without(rec: list[int], drop: set[int]) -> list[int]:
     """The record with the external words at `drop` left out of its expected changes (as a model
     that missed a store would write it): the chip still writes them."""
     s = sections(rec)
-    addrs = [a for run in rec[s["xruns"]] for a in range(run & 0xFFFF, (run & 0xFFFF) + (run >> 16))]
+    addrs = run_addresses(rec[s["xruns"]])
     changes = {a: v for a, v in zip(addrs, rec[s["xvals"]]) if a not in drop}
-    sp_addrs = [a for run in rec[s["sruns"]] for a in range(run & 0xFFFF, (run & 0xFFFF) + (run >> 16))]
+    sp_addrs = run_addresses(rec[s["sruns"]])
     return image.Record(rec[s["code"]], rec[s["init"]], changes, dict(zip(sp_addrs, rec[s["svals"]])),
                         rec[s["counters"]]).words()
 

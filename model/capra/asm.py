@@ -19,15 +19,15 @@ def load(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int | No
          sram_stride: int | None = None) -> list[int]:
     """Copy rows x cols words from external memory to the scratchpad (background DMA). Strides
     default to cols (packed rows); a stride of 0 repeats one row."""
-    return Instr(isa.OP_LOAD, cnt=rows, a=sram, b=ext, c=cols, d=cols if ext_stride is None else ext_stride,
-                 e=cols if sram_stride is None else sram_stride).encode()
+    return isa.dma_instr(isa.OP_LOAD, sram, ext, rows, cols, cols if ext_stride is None else ext_stride,
+                         cols if sram_stride is None else sram_stride).encode()
 
 
 def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int | None = None,
           sram_stride: int | None = None) -> list[int]:
     """Copy rows x cols words from the scratchpad to external memory (background DMA)."""
-    return Instr(isa.OP_STORE, cnt=rows, a=sram, b=ext, c=cols, d=cols if ext_stride is None else ext_stride,
-                 e=cols if sram_stride is None else sram_stride).encode()
+    return isa.dma_instr(isa.OP_STORE, sram, ext, rows, cols, cols if ext_stride is None else ext_stride,
+                         cols if sram_stride is None else sram_stride).encode()
 
 
 def wait(keep: int = 0) -> list[int]:

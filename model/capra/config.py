@@ -42,7 +42,9 @@ SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address w
 EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
 ARRAY_SIZES = (2, 4, 8)  # systolic array sizes built: a pass spans half a word, one word or two
 DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 65 + 2 * address bits)
-EXT_ADDRESS_WORDS = 1 << 16  # the external address fields are 16 bits: the largest memory GA2 reaches
+# The largest external memory a configuration has: a LOAD or STORE addresses 32 bits, and the
+# testbench's memory model (and its copy of the expected memory) holds every word, 16 MiB each here.
+EXT_MEMORY_MAX = 1 << 22
 ENV = "GA2_CONFIG"
 ENV_EXT = "GA2_EXT"
 # The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); the memory's fields are not.
@@ -87,7 +89,7 @@ class Config:
     dma_queue: int = 4  # DMA transfers issued and not yet finished
     n: int = 4  # the systolic array is n x n int8 MACs (2, 4 or 8)
     ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
-    ext_memory: int = 8192  # the external memory, 32-bit words (1 .. 65,536: 16-bit addresses)
+    ext_memory: int = 8192  # the external memory, 32-bit words (1 .. EXT_MEMORY_MAX)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -110,9 +112,9 @@ class Config:
                               "the units' address datapaths are built for 11 to 14 address bits)")
         if not 1 <= self.dma_queue <= DMA_QUEUE_MAX:
             raise ConfigError(f"dma_queue={self.dma_queue}: it must be in 1..{DMA_QUEUE_MAX}")
-        if not 1 <= self.ext_memory <= EXT_ADDRESS_WORDS:
-            raise ConfigError(f"ext_memory={self.ext_memory}: it must be in 1..{EXT_ADDRESS_WORDS} words (the "
-                              "16-bit external address fields reach no further)")
+        if not 1 <= self.ext_memory <= EXT_MEMORY_MAX:
+            raise ConfigError(f"ext_memory={self.ext_memory}: it must be in 1..{EXT_MEMORY_MAX} words (the "
+                              "testbench's memory model holds every word)")
 
     @property
     def sram_aw(self) -> int:
@@ -215,7 +217,7 @@ def from_environment(environ: dict[str, str] | None = None) -> Config:
             words = decimal(ext)
         except ValueError:
             raise ConfigError(f"{ENV_EXT}={_shown(ext)} is not an integer: the external memory size in words, "
-                              f"1..{EXT_ADDRESS_WORDS}") from None
+                              f"1..{EXT_MEMORY_MAX}") from None
         if "ext_memory" in values and values["ext_memory"] != words:
             raise ConfigError(f"{ENV_EXT}={words} and {ENV}'s ext_memory={values['ext_memory']} disagree: give "
                               "the external memory size once")

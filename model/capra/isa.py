@@ -39,7 +39,6 @@ SRAM_GROUPS = 4  # the scratchpad's banks: SRAM_GROUPS groups (high address bits
 SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t returns its data in cycle t + 2
 IMEM_INSTRS = 1024  # instruction memory, in instructions (4 words each)
 WORDS_PER_INSTR = 4
-MAX_EXTW = _config.EXT_ADDRESS_WORDS  # ext addresses are 16-bit fields
 MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduction a matmul can do
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
@@ -220,6 +219,7 @@ VEC_NAMES = {code: op.name for code, op in VEC_OPS.items()}
 VEC_LAST = max(VEC_OPS)  # the decoder refuses a sub-op above it
 
 FIELD_MASK16 = 0xFFFF
+EXT_ADDRESS_BITS = 32  # a LOAD or STORE's external address: b (bits 15..0) and e's bits 31..16
 
 
 @dataclass(frozen=True)
@@ -272,6 +272,32 @@ class Instr:
             d=(w2 >> 16) & FIELD_MASK16,
             e=w3,
         )
+
+
+class DmaFields(NamedTuple):
+    """A LOAD or STORE's operands, put together from the encoding's fields."""
+
+    rows: int
+    sram: int
+    ext: int  # 32 bits: b holds bits 15..0, e bits 31..16
+    cols: int
+    ext_stride: int
+    sram_stride: int  # e bits 15..0
+
+
+def dma_fields(ins: Instr) -> DmaFields:
+    """The operands of the LOAD or STORE `ins`."""
+    return DmaFields(ins.cnt, ins.a, ins.b | (ins.e >> 16) << 16, ins.c, ins.d, ins.e & FIELD_MASK16)
+
+
+def dma_instr(op: int, sram: int, ext: int, rows: int, cols: int, ext_stride: int, sram_stride: int) -> Instr:
+    """The LOAD or STORE (`op`) of these operands; ValueError naming one that does not fit its field."""
+    if not 0 <= ext < 1 << EXT_ADDRESS_BITS:
+        raise ValueError(f"ext={ext} does not fit in {EXT_ADDRESS_BITS} bits")
+    if not 0 <= sram_stride <= FIELD_MASK16:
+        raise ValueError(f"sram_stride={sram_stride} does not fit in 16 bits")
+    return Instr(op, cnt=rows, a=sram, b=ext & FIELD_MASK16, c=cols, d=ext_stride,
+                 e=(ext >> 16) << 16 | sram_stride)
 
 
 def dma_beats(rows: int, cols: int) -> int:
@@ -478,10 +504,11 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
             fail(f"{what} words {addr}..{addr + n - 1} outside SRAM (0..{sram_words - 1})")
         return _words(addr, n)
 
-    if ins.reserved or ins.e >> 24:
-        fail(f"reserved bits are set (w0 19:16 = {ins.reserved}, w3 31:24 = {ins.e >> 24}); "
-             f"GA2 halts on it as illegal")
     op = ins.op
+    high = 0 if op in (OP_LOAD, OP_STORE) else ins.e >> 24  # a transfer's w3 is all fields
+    if ins.reserved or high:
+        fail(f"reserved bits are set (w0 19:16 = {ins.reserved}, w3 31:24 = {high}); "
+             f"GA2 halts on it as illegal")
     if op == OP_HALT:
         return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
     if op == OP_WAIT:
@@ -511,11 +538,9 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
 
 
 def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: int, fail) -> Effects:
-    rows, sram, ext, cols, est, sst = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & FIELD_MASK16
+    rows, sram, ext, cols, est, sst = dma_fields(ins)
     if rows < 1 or cols < 1:
         fail(f"DMA of {rows} x {cols} words")
-    if ins.e >> 16:
-        fail("DMA e field has bits above the SRAM stride")
     # bounds first, by arithmetic: a huge transfer is an error, not a huge allocation
     s_last = sram + (rows - 1) * sst + cols - 1
     e_last = ext + (rows - 1) * est + cols - 1

@@ -297,8 +297,9 @@ def disassemble(ins: Instr) -> str:
     """One readable line per instruction, as printed beside the encoding by ``asm.listing``."""
     name = isa.OP_NAMES.get(ins.op, f"op{ins.op}")
     if ins.op in (isa.OP_LOAD, isa.OP_STORE):
-        return (f"{name} sram={ins.a} ext={ins.b} rows={ins.cnt} cols={ins.c} "
-                f"ext_stride={ins.d} sram_stride={ins.e & 0xFFFF}")
+        f = isa.dma_fields(ins)
+        return (f"{name} sram={f.sram} ext={f.ext} rows={f.rows} cols={f.cols} "
+                f"ext_stride={f.ext_stride} sram_stride={f.sram_stride}")
     if ins.op == isa.OP_QCFG:
         return f"qcfg qa={ins.a} qb={ins.b} shift={ins.c} bias={ins.d}"
     if ins.op == isa.OP_MM:

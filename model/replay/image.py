@@ -31,13 +31,13 @@ from capra.machine import Machine, run_program
 
 from .runs import UserError, write_text
 
-IMG_MAGIC = 0x47413202  # "GA2" and the format's number, 2
+IMG_MAGIC = 0x47413203  # "GA2" and the format's number, 3
 REC_MAGIC = 0x52454321  # "REC!"
 MASK = 0xFFFFFFFF
 IMG_HEADER = 4  # IMG_MAGIC, programs, words in the image, CRC-32 of those three
 REC_HEADER = 7  # REC_MAGIC, n_code, n_init, n_xrun, n_xval, n_srun, n_sval
 N_COUNTERS = 5
-RUN_MAX = 0xFFFF  # a run word holds its first address in bits 15:0 and its length in bits 31:16
+RUN_WORDS = 2  # a run is two words: its first address and its length (external addresses are 32 bits)
 MAX_PROGRAMS = 0xFFFF
 FORMS = ("header", "chapter")
 
@@ -47,28 +47,32 @@ class ImageError(UserError, ValueError):
 
 
 def runs(addresses: Iterable[int]) -> list[int]:
-    """Run words for a set of addresses: ascending, each one word holding its first address in
-    bits 15:0 and its length (1..RUN_MAX) in bits 31:16. Maximal runs, split only where one would
-    be longer than RUN_MAX, so the testbench reads each address once and in order."""
+    """Run words for a set of addresses: the maximal runs of consecutive addresses, ascending, each
+    as two words (its first address, its length), so the testbench reads each address once and in
+    order."""
     out: list[int] = []
     first = prev = None
     for a in sorted(set(int(x) for x in addresses)):
-        if not 0 <= a <= 0xFFFF:
-            raise ValueError(f"address {a} does not fit the 16 bits of a run word")
-        if first is not None and a == prev + 1 and a - first < RUN_MAX:
+        if not 0 <= a <= MASK:
+            raise ValueError(f"address {a} does not fit the 32 bits of a run word")
+        if first is not None and a == prev + 1:
             prev = a
             continue
         if first is not None:
-            out.append(first | (prev - first + 1) << 16)
+            out += [first, prev - first + 1]
         first = prev = a
     if first is not None:
-        out.append(first | (prev - first + 1) << 16)
+        out += [first, prev - first + 1]
     return out
 
 
-def addresses(run_words: Iterable[int]) -> list[int]:
-    """The addresses a list of run words covers, in order (the inverse of ``runs``)."""
-    return [a for w in run_words for a in range(w & 0xFFFF, (w & 0xFFFF) + (w >> 16))]
+def addresses(run_words: Sequence[int]) -> list[int]:
+    """The addresses a list of run words covers, in order (the inverse of ``runs``); ValueError if
+    the words are not pairs."""
+    if len(run_words) % RUN_WORDS:
+        raise ValueError(f"{len(run_words)} run words are not pairs of first address and length")
+    pairs = zip(run_words[::RUN_WORDS], run_words[1::RUN_WORDS], strict=True)
+    return [a for first, length in pairs for a in range(first, first + length)]
 
 
 @dataclass
@@ -109,7 +113,10 @@ class Record:
             parts.append(list(words[at : at + n]))
             at += n
         code, init, xruns, xvals, sruns, svals = parts
-        xaddr, saddr = addresses(xruns), addresses(sruns)
+        try:
+            xaddr, saddr = addresses(xruns), addresses(sruns)
+        except ValueError as error:
+            raise ImageError(f"{where}: {error}") from None
         if len(xaddr) != len(xvals) or len(saddr) != len(svals):
             raise ImageError(f"{where}: its runs cover {len(xaddr)} external and {len(saddr)} scratchpad words, "
                              f"it holds {len(xvals)} and {len(svals)} values")

@@ -12,7 +12,7 @@ module dma_wrap (
     input  wire        is_store,
     input  wire [15:0] rows,
     input  wire [15:0] cols,
-    input  wire [15:0] ext_base,
+    input  wire [31:0] ext_base,
     input  wire [15:0] ext_stride,
     input  wire [11:0] sram_base,
     input  wire [11:0] sram_stride,
@@ -22,7 +22,7 @@ module dma_wrap (
     input  wire        ext_req_ready,
     output wire        ext_req_we,
     output wire        ext_req_mask,   // the one-word interface's beat always moves its word
-    output wire [15:0] ext_req_addr,
+    output wire [31:0] ext_req_addr,
     output wire [31:0] ext_req_wdata,
     input  wire        ext_rsp_valid,
     input  wire [31:0] ext_rsp_rdata,

@@ -24,7 +24,7 @@ module ga2_wrap #(
     output wire [31:0] c4
 );
     wire        req_valid, req_ready, req_we, rsp_valid;
-    wire [15:0] req_addr;
+    wire [31:0] req_addr;
     wire [`GA2_EXT_WORDS_D-1:0]    req_mask;
     wire [32*`GA2_EXT_WORDS_D-1:0] req_wdata, rsp_rdata;
 

@@ -33,7 +33,7 @@ from capra.dma import DmaTimeline
 from benches.cocotb_util import Cycles, Scratchpad, reset, rng, start_clock, value
 
 QUEUE = isa.DMA_QUEUE
-EXT_WORDS = 1 << 16
+EXT_WORDS = 1 << 32  # the whole 32-bit address space (the bench's memory keeps only what is written)
 SRAM_WORDS = isa.SRAM_WORDS
 TIMED_TRANSFERS = 200  # per latency
 BACKPRESSURE_TRANSFERS = 300

@@ -19,8 +19,9 @@ still in flight when the model had it finished can meet the instruction on a wor
 random_program(1106015382) did), so overlap is exact only with the memory the model assumes.
 
 A second test runs programs with an illegal instruction (an unknown opcode, a reserved bit set in word 0
-bits 19:16 or word 3 bits 31:24, WAIT keeping isa.DMA_QUEUE transfers or more): the model must reject each
-with ProgramError, and the chip must halt with `illegal` high and the external memory exactly as loaded.
+bits 19:16 or, but for LOAD and STORE, word 3 bits 31:24, WAIT keeping isa.DMA_QUEUE transfers or more):
+the model must reject each with ProgramError, and the chip must halt with `illegal` high and the
+external memory exactly as loaded.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ def illegal_programs(r) -> list[tuple[str, list[int], list[int], int]]:
         "reserved w0 bit 16 (STORE)": with_bits(store, 0, 1 << 16),
         "reserved w0 bit 19 (STORE)": with_bits(store, 0, 1 << 19),
         "reserved w0 bits 19:16 (QCFG)": with_bits(asm.qcfg(qa=5, shift=3), 0, 0xF << 16),
-        "reserved w3 bit 24 (STORE)": with_bits(store, 3, 1 << 24),
-        "reserved w3 bit 31 (STORE)": with_bits(store, 3, 1 << 31),
+        "reserved w3 bit 24 (QCFG)": with_bits(asm.qcfg(qa=5, shift=3), 3, 1 << 24),
+        "reserved w3 bit 31 (SMAX)": with_bits(asm.smax(0, 20, 8), 3, 1 << 31),
         "reserved w3 bit 28 (VEC copy)": with_bits(asm.vec(isa.VEC_COPY, 0, 20, 8), 3, 1 << 28),
         f"WAIT keep={isa.DMA_QUEUE}": asm.wait(isa.DMA_QUEUE),
         "WAIT keep=0xFFFF": Instr(isa.OP_WAIT, cnt=0xFFFF).encode(),
