@@ -23,6 +23,7 @@ the engine is *busy* (counter c1) while a transfer that has taken its descriptor
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,13 @@ class DmaTimeline:
         self.last_load_end = 0
         self.busy_until = 0
         self.busy_cycles = 0
+
+    def copy(self) -> DmaTimeline:
+        """An independent copy: the transfers themselves are never changed once made, so the copy
+        shares them and owns only its list."""
+        twin = copy.copy(self)
+        twin.transfers = list(self.transfers)
+        return twin
 
     def in_flight(self, t: int) -> list[Transfer]:
         """Transfers issued and not ended in cycle t, oldest first. Transfers end in the order they

@@ -23,6 +23,7 @@ The five counters (c0..c4): total cycles, DMA busy cycles, MM busy cycles, vecto
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -109,6 +110,19 @@ class Machine:
         if self.ext_latency is None:
             self.ext_latency = isa.EXT_LATENCY
         self.dma = DmaTimeline(self.ext_latency)
+
+    def copy(self) -> Machine:
+        """An independent copy of the whole state, for a search that tries an instruction and may go
+        back (tools that corrupt a word and run on, the random-program generator). Much cheaper than
+        copy.deepcopy: the arrays and lists are copied once, the transfers and events they hold are
+        never changed once made and are shared."""
+        twin = dataclasses.replace(self, ext=self.ext.copy(), sram=self.sram.copy(), written=self.written.copy(),
+                                   counters=dataclasses.replace(self.counters),
+                                   trace=None if self.trace is None else list(self.trace),
+                                   events=None if self.events is None else list(self.events),
+                                   last_writes=set(self.last_writes), issued=list(self.issued))
+        twin.dma = self.dma.copy()
+        return twin
 
     @classmethod
     def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False,

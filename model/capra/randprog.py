@@ -12,7 +12,6 @@ programs compute a replay would see).
 
 from __future__ import annotations
 
-import copy
 import random
 
 import numpy as np
@@ -114,7 +113,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     def accept(words: list[int]) -> bool:
         """Append `words` if the machine model accepts them after the program so far."""
         nonlocal mach
-        trial = copy.deepcopy(mach)
+        trial = mach.copy()
         try:
             trial.step(len(code) // isa.WORDS_PER_INSTR, isa.Instr.decode(words))
         except ProgramError:

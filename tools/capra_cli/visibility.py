@@ -20,7 +20,6 @@ share is below --min (default 95%).
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -85,14 +84,14 @@ def program_visibility(code: list[int], ext: list[int], extw: int | None = None,
             break
         pc += 1
         if ins.op in COMPUTE:
-            snapshots.append((pc, COMPUTE[ins.op], sorted(mach.last_writes), copy.deepcopy(mach)))
+            snapshots.append((pc, COMPUTE[ins.op], sorted(mach.last_writes), mach.copy()))
     mach.counters.cycles = mach.t
     mach.counters.dma_busy = mach.dma.busy_cycles
     truth = _expectations(record_of(code, init, mach), external_only)
     out = Visibility()
     for next_pc, kind, words, snap in snapshots:
         for w in words:
-            bad = copy.deepcopy(snap)
+            bad = snap.copy()
             bad.sram[w] ^= FLIP
             after = record_of(code, init, _finish(bad, code, next_pc))
             seen = _expectations(after, external_only) != truth
