@@ -177,10 +177,12 @@ module dma #(
                 dq_wp <= (dq_wp == Q_LAST) ? {QPW{1'b0}} : dq_wp + 1'b1;
             end
             if (take && have_q) dq_rp <= (dq_rp == Q_LAST) ? {QPW{1'b0}} : dq_rp + 1'b1;
-            dq_count <= dq_count + ((start && !bypass) ? Q_ONE : {QW{1'b0}}) - ((take && have_q) ? Q_ONE : {QW{1'b0}});
-            inflight <= inflight + (start ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
-            active <= active + (take ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
-            loads_out <= loads_out + ((take && !take_st) ? Q_ONE : {QW{1'b0}}) - (ld_end ? Q_ONE : {QW{1'b0}});
+            if (start || take || ends) begin  // the counts change only then (a streaming cycle skips them)
+                dq_count <= dq_count + ((start && !bypass) ? Q_ONE : {QW{1'b0}}) - ((take && have_q) ? Q_ONE : {QW{1'b0}});
+                inflight <= inflight + (start ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
+                active <= active + (take ? Q_ONE : {QW{1'b0}}) - (ends ? Q_ONE : {QW{1'b0}});
+                loads_out <= loads_out + ((take && !take_st) ? Q_ONE : {QW{1'b0}}) - (ld_end ? Q_ONE : {QW{1'b0}});
+            end
 
             // the request engine
             if (advance) begin

@@ -491,10 +491,11 @@ module ga2_mm #(
     wire            k_in     = {6'd0, tg2_k} < kl;
     wire [PB-1:0]   dot_r2   = tg2_k[PB-1:0];
     wire [9-PB:0]   dot_l2   = tg2_k[9:PB];
-    reg  [N*8-1:0]     a_next;
-    reg  [BE*8-1:0]    b_next;
-    reg  [N*SRB*8-1:0] sr_next;
-    reg  [N*SRB-1:0]   srf_next, srl_next;
+    wire [N*8-1:0]     a_next;
+    wire [BE*8-1:0]    b_next;
+    wire [BE*8-1:0]    b_cols_mask, b_line;
+    wire [N*SRB*8-1:0] sr_next;
+    wire [N*SRB-1:0]   srf_next, srl_next;
     reg  [N*8-1:0]     a_edge_v;
     reg  [BE*8-1:0]    b_edge_v;
     reg  [N*SRB*8-1:0] sr_v;
@@ -510,33 +511,22 @@ module ga2_mm #(
     wire a_any = step_b && k_in;           // an A step: lanes below rt carry rowmem's bytes
     wire d_any = step_b && !brows;         // a dot-form step: one row's B row arrives
     wire b_any = step_b && brows;          // a BROWS step: the pass's columns carry the line
+    assign b_next = b_any ? (b_line & b_cols_mask) : {BE*8{1'b0}};
     genvar ge, gc;
     generate
         for (ge = 0; ge < N; ge = ge + 1) begin : g_edge
-            always @* begin
-                if (a_any) a_next[ge*8 +: 8] = (tg2_rt > ge) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
-                else a_next[ge*8 +: 8] = 8'd0;
-            end
+            assign a_next[ge*8 +: 8] = (a_any && tg2_rt > ge) ? rm_data[ge*32 + 8*tg2_k[1:0] +: 8] : 8'd0;
             wire load = d_any && dot_r2 == ge;
-            always @* sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
+            assign sr_next[ge*SRB*8 +: SRB*8] = load ? (tg2_cols[ge] ? dot_word : {SRB*8{1'b0}})
                                                         : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
-            always @* srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
+            assign srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
                                                      : {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
-            always @* srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
+            assign srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
                                                      : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
         end
         for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
-            // the pass's column gc is line lane gc (N = 2: gc + 2 in a second half pass)
-            wire [7:0] line_byte;
-            if (HALF != 0) begin : g_half
-                assign line_byte = g_half_lanes.h2 ? rd_data[(gc + 2)*8 +: 8] : rd_data[gc*8 +: 8];
-            end else begin : g_whole
-                assign line_byte = rd_data[gc*8 +: 8];
-            end
-            always @* begin
-                if (b_any) b_next[gc*8 +: 8] = tg2_cols[gc] ? line_byte : 8'd0;
-                else b_next[gc*8 +: 8] = 8'd0;
-            end
+            // the pass's columns as a byte mask (changes once per pass)
+            assign b_cols_mask[gc*8 +: 8] = {8{tg2_cols[gc]}};
         end
     endgenerate
     generate
@@ -554,6 +544,13 @@ module ga2_mm #(
             assign dot_word = {w2_2 ? rd_data[63:32] : 32'd0, rd_data[31:0]};
         end else begin : g_dot1
             assign dot_word = rd_data[31:0];
+        end
+        // the pass's column gc is line lane gc (N = 2: gc + 2 in a second half pass); one
+        // expression over the whole edge, so a simulator evaluates it once per change
+        if (HALF != 0) begin : g_bline_half
+            assign b_line = g_half_lanes.h2 ? rd_data[BE*8+15:16] : rd_data[BE*8-1:0];
+        end else begin : g_bline_whole
+            assign b_line = rd_data[BE*8-1:0];
         end
         if (HALF != 0) begin : g_half_lanes
             // N = 2: the pass's column gc is line lane gc, or gc + 2 in a second half pass

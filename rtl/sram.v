@@ -52,14 +52,11 @@ module sram #(
     // to that lane's banks: a line of up to four consecutive words puts at most one word in each
     // lane. A bank then only picks among those (a simulator evaluates five decodes and sixteen small
     // selects per cycle instead of every port against every bank).
-    reg  [15:0]   p0_use, dr_use, wd_use; // the banks each line port uses
+    reg  [15:0]   p0_use;                 // the banks each line port uses
+    wire [15:0]   dr_use, wd_use;
     reg  [3:0]    p0_bank [0:3];          // the bank of word j of each line
-    reg  [3:0]    dr_bank [0:EW-1];
     reg  [1:0]    p0_lgrp [0:3];          // lane l: the group and row of the line's word in lane l
     reg  [RW-1:0] p0_lrow [0:3];
-    reg  [RW-1:0] dr_lrow [0:3];
-    reg  [RW-1:0] wd_lrow [0:3];
-    reg  [31:0]   wd_ldata [0:3];
     wire [15:0]   p1_use  = p1_en ? (16'd1 << p1_bank) : 16'd0;
     wire [15:0]   wc_use  = wc_en ? (16'd1 << wc_bank) : 16'd0;
     genvar j;
@@ -78,28 +75,37 @@ module sram #(
         end
     endgenerate
     always @* p0_use = g_line[0].use_j | g_line[1].use_j | g_line[2].use_j | g_line[3].use_j;
-    // the DMA lines (EW = 1 or 2 words: word d of a line lands in lane (address + d) mod 4)
-    integer d, l;
-    reg [AW-1:0] dma_word;
-    always @* begin
-        dr_use = 16'd0;
-        wd_use = 16'd0;
-        for (l = 0; l < 4; l = l + 1) begin
-            dr_lrow[l] = dr_addr[AW-3:2];
-            wd_lrow[l] = wd_addr[AW-3:2];
-            wd_ldata[l] = wd_data[31:0];
+    // the DMA lines (EW = 1 or 2 words: word d of a line lands in lane (address + d) mod 4), as
+    // continuous assignments: a simulator re-evaluates only what an address or data change reaches
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [AW-1:0] dr_word1 = dr_addr + {{(AW-1){1'b0}}, 1'b1};  // a line's second word (its bank only with EW = 2)
+    wire [AW-1:0] wd_word1 = wd_addr + {{(AW-1){1'b0}}, 1'b1};
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [3:0]    dr_bank [0:EW-1];
+    assign dr_bank[0] = {dr_addr[AW-1:AW-2], dr_addr[1:0]};
+    wire [3:0]    wd_bank0 = {wd_addr[AW-1:AW-2], wd_addr[1:0]};
+    wire [RW-1:0] dr_lrow [0:3];
+    wire [RW-1:0] wd_lrow [0:3];
+    wire [31:0]   wd_ldata [0:3];
+    generate
+        if (EW > 1) begin : g_dma2
+            assign dr_bank[1] = {dr_word1[AW-1:AW-2], dr_word1[1:0]};
+            assign dr_use = (dr_en[0] ? (16'd1 << dr_bank[0]) : 16'd0) | (dr_en[1] ? (16'd1 << dr_bank[1]) : 16'd0);
+            assign wd_use = (wd_en[0] ? (16'd1 << wd_bank0) : 16'd0)
+                               | (wd_en[1] ? (16'd1 << {wd_word1[AW-1:AW-2], wd_word1[1:0]}) : 16'd0);
+        end else begin : g_dma1
+            assign dr_use = dr_en[0] ? (16'd1 << dr_bank[0]) : 16'd0;
+            assign wd_use = wd_en[0] ? (16'd1 << wd_bank0) : 16'd0;
         end
-        for (d = 0; d < EW; d = d + 1) begin
-            dma_word = dr_addr + d[AW-1:0];
-            dr_bank[d] = {dma_word[AW-1:AW-2], dma_word[1:0]};
-            if (dr_en[d]) dr_use = dr_use | (16'd1 << dr_bank[d]);
-            dr_lrow[dma_word[1:0]] = dma_word[AW-3:2];
-            dma_word = wd_addr + d[AW-1:0];
-            if (wd_en[d]) wd_use = wd_use | (16'd1 << {dma_word[AW-1:AW-2], dma_word[1:0]});
-            wd_lrow[dma_word[1:0]] = dma_word[AW-3:2];
-            wd_ldata[dma_word[1:0]] = wd_data[d*32 +: 32];
+        for (j = 0; j < 4; j = j + 1) begin : g_dlane
+            // lane j takes the line's second word when it follows the first one's lane (EW = 2)
+            wire second_r = (EW > 1) && (j[1:0] == dr_addr[1:0] + 2'd1);
+            wire second_w = (EW > 1) && (j[1:0] == wd_addr[1:0] + 2'd1);
+            assign dr_lrow[j] = second_r ? dr_word1[AW-3:2] : dr_addr[AW-3:2];
+            assign wd_lrow[j] = second_w ? wd_word1[AW-3:2] : wd_addr[AW-3:2];
+            assign wd_ldata[j] = second_w ? wd_data[32*EW-1 -: 32] : wd_data[31:0];
         end
-    end
+    endgenerate
     wire [15:0] rd_use = dr_use | p0_use | p1_use;
     wire [15:0] wr_use = wd_use | wc_use;
 
@@ -132,14 +138,10 @@ module sram #(
         p0_v <= |p0_mask;
         p1_v <= p1_en;
         dr_v <= |dr_en;
-        for (k = 0; k < 4; k = k + 1) begin
-            if (|p0_mask) p0_sel[k] <= p0_bank[k];
-            if (p0_v) p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
-        end
-        for (k = 0; k < EW; k = k + 1) begin
-            if (|dr_en) dr_sel[k] <= dr_bank[k];
-            if (dr_v) dr_data[k*32 +: 32] <= bank_rdata[dr_sel[k]*32 +: 32];
-        end
+        if (|p0_mask) for (k = 0; k < 4; k = k + 1) p0_sel[k] <= p0_bank[k];
+        if (p0_v) for (k = 0; k < 4; k = k + 1) p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
+        if (|dr_en) for (k = 0; k < EW; k = k + 1) dr_sel[k] <= dr_bank[k];
+        if (dr_v) for (k = 0; k < EW; k = k + 1) dr_data[k*32 +: 32] <= bank_rdata[dr_sel[k]*32 +: 32];
         if (p1_en) p1_sel <= p1_bank;
         if (p1_v) p1_data <= bank_rdata[p1_sel*32 +: 32];
     end
