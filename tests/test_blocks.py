@@ -93,7 +93,10 @@ def _failures(results: Path) -> tuple[int, list[str]]:
     return tests, failed
 
 
-SLOW_BLOCKS = {"ga2_e2"}
+# The always-ready benches of the whole chip run in make test-full only: the refusing memory runs the
+# same programs (and the illegal ones) through the same wrapper, and the replays (tests/test_replay.py)
+# compare every counter exactly on an always-ready memory, for these random programs and more.
+SLOW_BLOCKS = {"ga2", "ga2_e2"}
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.slow) if b.case in SLOW_BLOCKS else b

@@ -635,9 +635,9 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
     def unit_banks(unit: _Unit) -> set[int]:
         t = tensors[unit.name]
         if not unit.tiles:
-            return {isa.bank_of(w) for w in range(t.sram, t.sram + t.words)}
-        return {isa.bank_of(t.sram + r * t.row_words + c) for r in range(t.rows)
-                for c in range(unit.first_tile, unit.first_tile + unit.tiles)}
+            return isa.banks_of(range(t.sram, t.sram + t.words))
+        return isa.banks_of(t.sram + r * t.row_words + c for r in range(t.rows)
+                            for c in range(unit.first_tile, unit.first_tile + unit.tiles))
 
     def prefetch() -> None:
         """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle. A
@@ -662,7 +662,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
-        hold = {isa.bank_of(w) for w in _span(tensors[node.name])}
+        hold = isa.banks_of(_span(tensors[node.name]))
         need = [first_unit[s] for s in needs[i]]
         if need:
             arrive(max(need), f"wait for the operands of {node.name}")
@@ -706,7 +706,7 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
     for node in compute:
         banks = set()
         for inp in node.inputs:
-            banks |= {isa.bank_of(w) for w in _span(tensors[inp])}
+            banks |= isa.banks_of(_span(tensors[inp]))
         reads.append(banks)
     groups: list[list[str]] = []
     for name in graph.outputs:
@@ -720,7 +720,7 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
     for names in groups:
         first = tensors[names[0]]
         words = sum(tensors[n].words for n in names)
-        banks = {isa.bank_of(w) for w in range(first.sram, first.sram + words)}
+        banks = isa.banks_of(range(first.sram, first.sram + words))
         # the last compute node that writes any stored word: the output's own producer, the parts
         # of a concat, the other parts of the region a tensor lives in
         end = first.sram + words

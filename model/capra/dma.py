@@ -158,7 +158,7 @@ def conflict(x: Transfer, reads: frozenset[int], writes: frozenset[int]) -> str 
         if touched:
             return f"writes SRAM word {min(touched)} that the STORE of instruction {x.pc} reads"
         port_words, port = reads, "read"
-    shared = x.banks & {isa.bank_of(w) for w in port_words} if port_words else set()
+    shared = x.banks & isa.banks_of(port_words) if port_words else set()
     if shared:
         return f"needs the {port} port of scratchpad bank {min(shared)} that the {x.kind} of instruction {x.pc} uses"
     return None

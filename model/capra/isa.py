@@ -412,12 +412,21 @@ def bank_of(addr: int) -> int:
     return (addr // (_config.active().sram_words // SRAM_GROUPS)) * LANES + (addr % LANES)
 
 
+def banks_of(words) -> set[int]:
+    """The banks some scratchpad words lie in: bank_of of each, with the configuration read once
+    (the hazard rule and the compiler ask this for whole operands, every instruction)."""
+    group = _config.active().sram_words // SRAM_GROUPS
+    return {(w // group) * LANES + w % LANES for w in words}
+
+
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
 
 
 def vec_clashes(n: int, a: int, b: int) -> int:
     """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
-    return sum(1 for w in range(words_for(n)) if bank_of(a + w) == bank_of(b + w))
+    group = _config.active().sram_words // SRAM_GROUPS
+    return sum(1 for w in range(words_for(n))
+               if (a + w) // group == (b + w) // group and (a + w) % LANES == (b + w) % LANES)
 
 
 def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
