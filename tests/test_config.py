@@ -192,18 +192,34 @@ def test_make_test_replays_every_array_size_port_and_latency():
     assert min(c.sram_words for c in kept) == min(c.sram_words for c in CORNERS)
 
 
-@pytest.mark.needs_tool("iverilog")
-@pytest.mark.needs_tool("verilator")
-@pytest.mark.parametrize("cfg", [pytest.param(c, marks=() if c.label() in IN_MAKE_TEST else pytest.mark.slow)
-                                 for c in CORNERS], ids=lambda c: c.label().replace(" ", "_"))
-def test_corner_configuration_is_exact_on_both_simulators(cfg):
+def _corner_params() -> list:
+    """Each corner in both simulators; make test's corners in Icarus there (it compiles a chip in
+    seconds) and in Verilator in make test-full (a quarter of a minute a build: make test builds
+    Verilator for the default chip only, which every other replay uses)."""
+    params = []
+    for c in CORNERS:
+        name = c.label().replace(" ", "_")
+        if c.label() in IN_MAKE_TEST:
+            params += [pytest.param(c, ("icarus",), id=f"{name}-icarus", marks=pytest.mark.needs_tool("iverilog")),
+                       pytest.param(c, ("verilator",), id=f"{name}-verilator",
+                                    marks=[pytest.mark.needs_tool("verilator"), pytest.mark.slow])]
+        else:
+            params.append(pytest.param(c, ("icarus", "verilator"), id=name,
+                                       marks=[pytest.mark.needs_tool("iverilog"), pytest.mark.needs_tool("verilator"),
+                                              pytest.mark.slow]))
+    return params
+
+
+@pytest.mark.parametrize("cfg,sims", _corner_params())
+def test_corner_configuration_is_exact_on_both_simulators(cfg, sims):
     """Random programs and the 32-step decode, replayed in Icarus and Verilator built for `cfg`
     (one build per chip configuration: the latency is the testbench's run-time +LATENCY)."""
+    import replay
     from capra_cli import dse
 
     before = config.active()
     with config.use(cfg):
-        result = dse.point(cfg, RANDOM_PER_CORNER)
+        result = dse.point(cfg, RANDOM_PER_CORNER, tuple(replay.simulators.BY_NAME[s] for s in sims))
     assert config.active() == before
     assert "fits" not in result, result.get("fits")
     assert "batch_fits" not in result, result.get("batch_fits")  # the batch of the table compiles here too
@@ -212,12 +228,14 @@ def test_corner_configuration_is_exact_on_both_simulators(cfg):
     assert result["programs"] == RANDOM_PER_CORNER + dse.STEPS
 
 
-@pytest.mark.needs_tool("iverilog")
-@pytest.mark.needs_tool("verilator")
-def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulator():
+@pytest.mark.parametrize("sim", [pytest.param("icarus", marks=pytest.mark.needs_tool("iverilog")),
+                                 pytest.param("verilator", marks=[pytest.mark.needs_tool("verilator"),
+                                                                  pytest.mark.slow])])
+def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulator(sim):
     """N = 8 reads two words of a B row a cycle; a second word past the row is not read, and must
     enter the array as zero: an unread port lane is X in Icarus, and X times A's zero lanes is X.
-    These random programs (found by make soak) stored X words in Icarus before that was so."""
+    These random programs (found by make soak) stored X words in Icarus before that was so (the
+    four-state simulator is the one that shows it: Verilator, two-state, in make test-full)."""
     import replay
     from capra.randprog import random_program
     from replay import image
@@ -225,7 +243,8 @@ def test_an_eight_wide_dot_read_past_a_row_adds_nothing_in_a_four_state_simulato
     for seed, latency in ((10000750, 16), (10001000, 0), (10004750, 16)):
         with config.use(Config(n=8, ext_latency=latency)):
             code, ext = random_program(seed, ext_latency=latency)
-            for verdict in replay.replay([image.record(code, ext)], name=f"n8_dot_seed{seed}"):
+            for verdict in replay.replay([image.record(code, ext)], name=f"n8_dot_seed{seed}",
+                                         simulators=(replay.simulators.BY_NAME[sim],)):
                 assert verdict.passed, f"seed {seed}: {verdict.simulator}: {verdict.line}"
 
 

@@ -170,3 +170,39 @@ def test_a_points_cache_follows_every_source_its_numbers_come_from():
     missing = [module.__name__ for module in used if Path(module.__file__).resolve() not in covered]
     assert not missing, missing
     assert dse.ROOT / "rtl" / "ga2.v" in {p for pattern in dse.SOURCES for p in dse.ROOT.glob(pattern)}
+
+
+def test_one_point_alone_draws_no_front_and_says_so(monkeypatch, tmp_path, capsys):
+    """--only with one point and nothing else cached: no figure of one dot, a line saying why; the
+    same point with cached points of the grid behind it: a figure, and the front counts them."""
+    monkeypatch.setattr(dse, "FIGURE", tmp_path / "pareto.png")
+    chosen = [row("a", 8.0, 100, 1)]
+    assert dse.draw(chosen, {"a"}, area, "area") is None
+    assert "no Pareto front to draw" in capsys.readouterr().err
+    rest = [row("b", 7.0, 300, 1), row("c", 9.0, 400, 1)]
+    front = dse.pareto(chosen + rest, area)
+    assert front == {"a", "b"}
+    assert dse.draw(chosen, front, area, "area", rest, "--no-area: left out") == tmp_path / "pareto.png"
+    assert (tmp_path / "pareto.png").stat().st_size > 0
+
+
+def test_the_estimate_comes_from_the_times_the_cache_recorded():
+    cached = [{"seconds": 20.0}, {"seconds": 40.0}, {"seconds": 30.0}, {}]
+    # 4 points, 2 at a time: 2 rounds of the median 30 s
+    assert "4 points to measure: about 60 s (30 s a point, the median of 3 in the cache, 2 at a time)" \
+        in dse.estimate(4, cached, 2, synthesis=False)
+    assert "no time in the cache" in dse.estimate(1, [], 2, synthesis=False)
+    assert "every point is cached" in dse.estimate(0, cached, 2, synthesis=False)
+    synthesized = [{"seconds": 9.0, "area": {"seconds": 600.0, "cached": False}}]
+    assert "about 10 min each here" in dse.estimate(3, synthesized, 2, synthesis=True)
+
+
+def test_only_draws_against_the_grids_other_cached_points(tmp_path):
+    """cached_rest: the grid's points other than the chosen ones that have a readable cache file."""
+    files = {cfg.key(): tmp_path / f"{i}.json" for i, cfg in enumerate(dse.GRID)}
+    chosen, other, damaged = dse.GRID[0], dse.GRID[1], dse.GRID[2]
+    for cfg in (chosen, other):
+        files[cfg.key()].write_text(f'{{"config": "{cfg.key()}"}}')
+    files[damaged.key()].write_text('{"config": ')
+    rest = dse.cached_rest((chosen,), lambda cfg: files[cfg.key()])
+    assert [r["config"] for r in rest] == [other.key()]

@@ -59,14 +59,15 @@ def test_a_passing_replay_leaves_no_file_and_a_failing_one_keeps_its_image(tmp_p
 
 @needs_simulators
 def test_two_configurations_replay_at_once_in_one_checkout():
-    """The default chip and an 8 x 8 array, each a Chapter 12 decode replayed on both simulators,
-    started together: each writes only in its own run folder, so both pass."""
+    """The default chip on two memories (latencies 4 and 16), each a Chapter 12 decode replayed on
+    both simulators, started together: each writes only in its own run folder, and both need the
+    same simulator builds (one makes them, the other waits for them), so both pass."""
     def start(config: str) -> subprocess.Popen:
         env = {**os.environ, "GA2_CONFIG": config}
         return subprocess.Popen([sys.executable, "-m", "capra_cli", "ch12", "--steps", "6"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    procs = [start(""), start("n=8")]
+    procs = [start(""), start("ext_latency=16")]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     for proc, out in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, out[-2000:]

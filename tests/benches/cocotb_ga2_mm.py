@@ -14,7 +14,7 @@ import cocotb
 import numpy as np
 from capra import isa
 from capra.machine import requantize, wrap32
-from cocotb.triggers import RisingEdge, Timer
+from cocotb.triggers import FallingEdge
 
 from benches.cocotb_util import (
     Scratchpad,
@@ -100,10 +100,9 @@ class Reads:
         cocotb.start_soon(self._watch(dut))
 
     async def _watch(self, dut) -> None:
-        edge, settled = RisingEdge(dut.clk), Timer(2, unit="ns")
+        middle = FallingEdge(dut.clk)  # the middle of each cycle: the port shows that cycle's read
         while True:
-            await edge
-            await settled
+            await middle
             mask = int(dut.rd_mask.value)
             if mask:
                 base = int(dut.rd_addr.value)

@@ -1,11 +1,12 @@
 """Shared pieces of the GA2 block tests: the clock, a cycle counter, int8 packing, the scratchpad host port.
 
 Cycle convention used by every clocked test: cycle c is the interval between rising edge c and
-rising edge c+1. `Cycles.next()` returns 1 ns after a rising edge, when the registers have their new
-values; inputs written then are sampled at the edge that ends the cycle, and `settle()` (10 ps, at
-most SETTLES_PER_CYCLE of them per cycle) lets the combinational outputs follow inputs written in
-the same cycle. A block's "start in cycle s" means start is high between the edges that begin and
-end cycle s. The clock is the simulator-side (GPI) one: a Python clock costs three times the run time.
+rising edge c+1. `Cycles.next()` returns at the falling edge in the middle of the cycle, when the
+registers have their new values; inputs written then are sampled at the edge that ends the cycle,
+and `settle()` (10 ps, at most SETTLES_PER_CYCLE of them per cycle) lets the combinational outputs
+follow inputs written in the same cycle (one trigger a cycle, the cheapest a Python step can be).
+A block's "start in cycle s" means start is high between the edges that begin and end cycle s.
+The clock is the simulator-side (GPI) one: a Python clock costs three times the run time.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, Timer
+from cocotb.triggers import ClockCycles, FallingEdge, Timer
 
 CLOCK_NS = 10
-SETTLES_PER_CYCLE = 200  # 200 x 10 ps = 2 ns, well inside the 10 ns period
+SETTLES_PER_CYCLE = 200  # 200 x 10 ps = 2 ns, well inside the half period before the next rising edge
 LANES = 4
 SRAM_RD_LAT = 2  # a scratchpad read issued in cycle t answers in cycle t + 2
 
@@ -36,15 +37,14 @@ class Cycles:
         self.clk = clk
         self.now = 0
         self.settles_left = SETTLES_PER_CYCLE
-        self._edge = RisingEdge(clk)
-        self._after_edge = Timer(1, unit="ns")
+        self._middle = FallingEdge(clk)
         self._settle = Timer(10, unit="ps")
 
     async def next(self, n: int = 1) -> None:
         if n > 1:
-            await ClockCycles(self.clk, n - 1)
-        await self._edge
-        await self._after_edge
+            await ClockCycles(self.clk, n, rising=False)
+        else:
+            await self._middle
         self.now += n
         self.settles_left = SETTLES_PER_CYCLE
 

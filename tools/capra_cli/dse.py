@@ -45,7 +45,9 @@ memories in block RAM), 1 if one failed, 2 for a bad argument.
 from __future__ import annotations
 
 import hashlib
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import redirect_stdout
@@ -105,8 +107,10 @@ def rtl_label(cfg: config.Config) -> str:
     return cfg.label().split(" ", 1)[1]
 
 
-def point(cfg: config.Config, n_random: int) -> dict:
-    """Everything the table shows for one configuration (runs in a worker process)."""
+def point(cfg: config.Config, n_random: int, simulators: tuple = replay.SIMULATORS) -> dict:
+    """Everything the table shows for one configuration (runs in a worker process); the replays
+    run in `simulators` (the sweep: both)."""
+    started = time.monotonic()
     config.set_active(cfg)
     import host
     import numpy as np
@@ -141,10 +145,11 @@ def point(cfg: config.Config, n_random: int) -> dict:
     decode = [image.record(r["code"], r["ext"]) for r in records]
     rand = [image.record(*random_program(seed)) for seed in range(n_random)]
     jobs = [replay.Replay(f"{name}_decode", decode), replay.Replay(f"{name}_random", rand)]
-    verdicts = replay.replay_all(jobs, tool=f"dse-{name}", workers=1)
+    verdicts = replay.replay_all(jobs, tool=f"dse-{name}", workers=1, simulators=simulators)
     result["problems"] += [f"{job.name}: {p}" for job, vs in zip(jobs, verdicts, strict=True) for v in vs
                            for p in v.problems]
     result["programs"] = len(decode) + len(rand)
+    result["seconds"] = round(time.monotonic() - started, 1)  # for the next run's estimate
     return result
 
 
@@ -255,7 +260,12 @@ def table(rows: list[dict], front: set[str], measured: bool) -> list[str]:
     return lines
 
 
-def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None], xlabel: str) -> Path | None:
+def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None], xlabel: str,
+         rest: list[dict] | None = None, caption: str = "") -> Path | None:
+    """The Pareto figure of `rows`; `rest` (other points of the grid, from the cache) drawn pale
+    behind them and counted in the front; `caption`, a line under the axes saying what is left out.
+    None (said why) when there is nothing to draw or only one point: one dot has no front."""
+    rest = rest or []
     try:
         import matplotlib
 
@@ -265,12 +275,21 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
         note("matplotlib is missing: no figure")
         return None
     ok = [r for r in rows if "per_token" in r and cost(r) is not None]
+    pale = [r for r in rest if "per_token" in r and cost(r) is not None]
     if not ok:
         note("no point has both cycles and an area: no figure")
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.scatter([cost(r) for r in ok], [r["per_token"] for r in ok], c="0.6", label="configurations")
-    best = sorted((r for r in ok if r["config"] in front), key=lambda r: (cost(r), -r["per_token"]))
+    if len(ok) + len(pale) < 2:
+        note("one point, and no other point of the grid in the cache: no Pareto front to draw "
+             "(run more points, or the whole grid, first)")
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    if pale:
+        ax.scatter([cost(r) for r in pale], [r["per_token"] for r in pale], c="0.85",
+                   label="the rest of the grid (cached)")
+    ax.scatter([cost(r) for r in ok], [r["per_token"] for r in ok], c="0.45",
+               label="configurations run" if pale else "configurations")
+    best = sorted((r for r in ok + pale if r["config"] in front), key=lambda r: (cost(r), -r["per_token"]))
     ax.plot([cost(r) for r in best], [r["per_token"] for r in best], "o-", c="C3", label="Pareto front")
     labels: dict[tuple, list[str]] = {}  # points with equal values share one label
     for r in best:
@@ -281,10 +300,52 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
     ax.set_ylabel("decode cycles per extra token of context")
     ax.set_title("GA2 design space (make dse)")
     ax.legend()
+    if caption:
+        fig.text(0.01, 0.01, caption, fontsize=7, color="0.3")
+        fig.subplots_adjust(bottom=0.16)
     with runs.atomic_path(FIGURE) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return FIGURE
+
+
+def cached_rest(points: tuple[config.Config, ...], cache_file: Callable[[config.Config], Path]) -> list[dict]:
+    """The grid's other points that this run's sources have measured before (for --only's figure)."""
+    chosen = {cfg.key() for cfg in points}
+    rest = []
+    for cfg in GRID:
+        f = cache_file(cfg)
+        if cfg.key() not in chosen and f.exists():
+            try:
+                rest.append(runs.read_json(f, f"the cached result of {cfg.label()}"))
+            except runs.UserError:  # damaged: not drawn (a run of that point measures it again)
+                continue
+    return rest
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def estimate(todo: int, cached: list[dict], jobs: int, synthesis: bool) -> str:
+    """How long the run will take, from the times the cache recorded (a point records its own)."""
+    if not todo:
+        return "every point is cached: the table comes at once" + (
+            " (after the area of any RTL configuration not yet synthesized)" if synthesis else "")
+    times = [r["seconds"] for r in cached if isinstance(r.get("seconds"), (int, float))]
+    if times:
+        each = statistics.median(times)
+        rounds = -(-todo // jobs)
+        text = (f"{todo} point{'s' * (todo != 1)} to measure: about {duration(rounds * each)} "
+                f"({each:.0f} s a point, the median of {len(times)} in the cache, {jobs} at a time)")
+    else:
+        text = f"{todo} point{'s' * (todo != 1)} to measure (no time in the cache to estimate from yet)"
+    if synthesis:
+        syn = [r["area"]["seconds"] for r in cached
+               if isinstance(r.get("area"), dict) and not r["area"].get("cached") and r["area"].get("seconds")]
+        text += ("; then each RTL configuration not yet synthesized, one after the other"
+                 + (f" (about {duration(statistics.median(syn))} each here)" if syn else " (minutes each)"))
+    return text
 
 
 def arguments(ap: Parser) -> None:
@@ -339,8 +400,10 @@ def main(args) -> int:
             except runs.UserError as error:  # a run killed while writing: measure the point again
                 note(f"{error}; measuring it again")
         todo.append(cfg)
+    rest = cached_rest(points, cache_file) if args.only else []
     print(f"== {len(points)} configurations ({len(points) - len(todo)} cached), {args.random} random programs "
           f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; {args.jobs} workers")
+    print(estimate(len(todo), list(rows.values()) + rest, args.jobs, measured))
     progress = Progress("points", len(todo), every=10.0)
     if todo:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -365,6 +428,9 @@ def main(args) -> int:
                                  timeout=args.synth_timeout)
         for cfg, r in zip(points, ordered):
             r["area"] = areas[cfg.rtl_defines()]
+            if not r["problems"]:  # the cached row keeps its area: an --only run draws it behind its points
+                runs.write_json(cache_file(cfg), r)
+        rest = [r for r in rest if r.get("area")]
 
         def cost(r: dict) -> float | None:
             return measured_area(r.get("area"))
@@ -373,7 +439,7 @@ def main(args) -> int:
     else:
         cost, what = analytic_area, "BRAM (analytic)"
         xlabel = "scratchpad block RAMs (analytic: counted from its size; iCE40, 4 kbit each)"
-    front = pareto(ordered, cost)
+    front = pareto(ordered + rest, cost)
     print()
     for line in table(ordered, front, measured):
         print(line)
@@ -383,7 +449,10 @@ def main(args) -> int:
     else:
         print("BRAM (analytic): the scratchpad's iCE40 4-kbit block RAMs counted from its size (16 banks), not "
               "synthesized; the rest of ga2 (about 45 more at the default) is not counted.")
-    figure = draw(ordered, front, cost, xlabel)
+    caption = "" if measured else ("--no-area" if args.no_area else "no Yosys") + (
+        ": not synthesized; the x axis counts only the scratchpad's block RAMs (the rest of ga2, "
+        "its logic and its Fmax are left out)")
+    figure = draw(ordered, front, cost, xlabel, rest, caption)
     if figure:
         print(f"figure: {figure.relative_to(ROOT)} (* in the table: the Pareto front, cycles per token vs {what})")
     problems = [p for r in ordered for p in r["problems"]] + area_problems(areas, labels)
