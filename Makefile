@@ -16,8 +16,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python 3.11 or newer is needed (found $$($(PYTHON3) --version))"; exit 1; }
 	$(PYTHON3) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	PIP_DISABLE_PIP_VERSION_CHECK=1 $(PY) -m pip install -q -e .
 	@touch $@
 
 # One line saying what to install when a simulator is missing.
