@@ -1,6 +1,7 @@
 # Capra. make sim: the Chapter 15 run on both simulators. make test: the test suite (CI runs it).
 # Every target creates the virtual environment it needs (.venv) and installs the project into it
-# (editable: the code in model/ and tools/ is what runs).
+# (editable: the code in model/ and tools/ is what runs; --no-compile: Python compiles a module the
+# first time it is imported, not every module of every package at install).
 
 PYTHON3 ?= python3
 VENV    := .venv
@@ -16,7 +17,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python 3.11 or newer is needed (found $$($(PYTHON3) --version))"; exit 1; }
 	$(PYTHON3) -m venv $(VENV)
-	PIP_DISABLE_PIP_VERSION_CHECK=1 $(PY) -m pip install -q -e .
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --no-compile -e .
 	@touch $@
 
 # One line saying what to install when a simulator is missing.

@@ -302,6 +302,7 @@ def figure_accuracy(b: dict) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xticks(windows, [str(w) for w in windows])
     ax.set_xlabel("window W (24 = the whole context here)")
+    ax.set_ylabel("percent")
     ax.set_ylim(0, 105)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
