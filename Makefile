@@ -47,7 +47,7 @@ synth-check: $(STAMP)
 sim: $(STAMP) tools
 	$(PY) tools/ch15_run.py
 
-# The test tiers (tests/conftest.py): no simulator (under a minute); the suite CI runs (every
+# The test tiers (tests/conftest.py): no simulator (a minute and a half); the suite CI runs (every
 # replay and bench, a few minutes); everything, slow runs included. A missing simulator fails the
 # simulator tests under make test and test-full; a plain pytest skips them.
 test-fast: $(STAMP)
