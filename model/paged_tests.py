@@ -352,6 +352,31 @@ def check_window_semantics() -> list[str]:
 # ---- all of them ---------------------------------------------------------------------------------
 
 
+def check_release_order(seeds: int = 20, n_pages: int = 12, page: int = 2) -> list[str]:
+    """Exercise 5's worked answer (not part of check_all, so the exercise keeps its premise): a trim
+    that releases several pages must put them on the free list in block-table order, oldest first,
+    so the next page handed out is the newest one it released. Computed from that rule alone: the
+    free list after the trim is the one before it plus the released pages no one else holds, in
+    the order they left the table."""
+    problems: list[str] = []
+    for seed in range(seeds):
+        r = random.Random(seed)
+        pt = PL.PageTable(n_pages, page)
+        pt.new("A")
+        for row in range(r.randint(3 * page, (n_pages - 2) * page)):
+            pt.append("A", row)
+        if r.random() < 0.5:  # a sharer holds some of A's pages: those stay off the free list
+            pt.fork("A", "B")
+        keep_from = r.randint(2 * page, pt.length["A"])
+        released = pt.table["A"][: keep_from // page - pt.dropped["A"]]
+        want = list(pt.free) + [p for p in released if pt.ref[p] == 1]
+        pt.trim("A", keep_from)
+        if pt.free != want:
+            problems.append(f"(exercise 5) seed {seed}: after trim('A', {keep_from}) the free list is {pt.free}, "
+                            f"the release order says {want}")
+    return problems
+
+
 def check_all() -> list[str]:
     """Every check of the chapter; returns the problems found (empty: all pass)."""
     problems: list[str] = []

@@ -236,6 +236,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("-k", "no mutant says this", says="-k"),
         bad("-k", "", says="-k"),
         too_small("-k", "gather starts"),
+        bad("--answers", "--all", says=("--answers", "--all")),
+        bad("--answers", "-k", "trim", says=("--answers", "-k")),
+        too_small("--answers"),
     ],
     "report": [
         bad("--steps", "0", says="--steps"),

@@ -8,6 +8,7 @@ full mutation runs are ``make mut`` and ``make mut-all``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,19 @@ def test_every_python_mutant_still_parses():
                 ast.parse(mutated)
             except SyntaxError as error:
                 raise AssertionError(f"{m.area}: {m.what}: the mutated {m.file} does not parse: {error}") from None
+
+
+def test_exercise_5s_closing_check_passes_on_the_code_and_its_mutant_applies():
+    """The worked answer's check holds on the unbroken code (it is not in check_all: the exercise
+    keeps its premise), and its mutant's text is in paged_lm.py exactly once."""
+    import paged_tests
+
+    assert paged_tests.check_release_order() == []
+    assert (ROOT / mut.ANSWER_5.file).read_text().count(mut.ANSWER_5.old) == 1
+    assert "check_release_order" not in inspect.getsource(paged_tests.check_all)
+
+
+@pytest.mark.slow
+def test_exercise_5s_worked_answer_holds(capsys):
+    """Its mutant survives check_all() and is caught once check_release_order runs too."""
+    assert mut.answers() == 0, capsys.readouterr().out

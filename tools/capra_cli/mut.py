@@ -6,6 +6,9 @@ and whether the checks notice.
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
     python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
     capra mut --all --tier test          judge every mutant by a whole test tier instead of its check
+    python tools/mut_ch15.py --answers   exercise 5's worked answer (docs/exercise_answers.md): its
+                                         mutant survives check_all() and the check that closes the
+                                         gap catches it
 
 It prints one line per mutant, then "page table, window and host: <k> of <n> broken versions
 caught". 'caught' is the expected result: the checks noticed the break. The exit status is 0 only
@@ -24,7 +27,7 @@ from replay import runs
 
 from . import mutants as extended
 from .common import BadArgument, Parser, int_range, require_decode
-from .mutation import TIER_PARTS, TIERS, Mutant, accounted_for, report
+from .mutation import CAUGHT, SURVIVED, TIER_PARTS, TIERS, Mutant, accounted_for, report, run_mutant
 
 BOOK_FILE = runs.ROOT / "tools" / "mut_ch15.py"
 
@@ -38,6 +41,36 @@ def book() -> tuple[list[Mutant], list[Mutant]]:
     return list(module.BOOK), list(module.ADDED)
 
 
+# Exercise 5's worked answer: trim releases the right pages, newest first. Every row read back,
+# every reference count and every page count is unchanged, so check_all() cannot see it; the free
+# list's order can (the next page handed out), which the PageTable documents: a gap, closed by
+# paged_tests.check_release_order.
+TRIM_LOOP = """        while t and (self.dropped[rid] + 1) * self.page <= keep_from:
+            self._unref(t.pop(0))
+            self.dropped[rid] += 1"""
+TRIM_NEWEST_FIRST = """        gone = []
+        while t and (self.dropped[rid] + 1) * self.page <= keep_from:
+            gone.append(t.pop(0))
+            self.dropped[rid] += 1
+        for p in reversed(gone):
+            self._unref(p)"""
+ANSWER_5 = Mutant("page table", "model/paged_lm.py", TRIM_LOOP, TRIM_NEWEST_FIRST,
+                  "trim releases its pages newest first (exercise 5's worked answer)", "paged")
+
+
+def answers() -> int:
+    """Exercise 5's worked answer, run: the mutant against check_all() alone (it must survive:
+    the exercise's premise) and against check_all() plus check_release_order (it must be caught)."""
+    alone = run_mutant(ANSWER_5)
+    closed = run_mutant(Mutant(**{**vars(ANSWER_5), "check": "paged_release_order"}))
+    print(f"exercise 5: {ANSWER_5.what}")
+    print(f"  check_all() alone: {alone.status} (expected {SURVIVED}: the gap the exercise asks for)")
+    print(f"  check_all() + check_release_order(): {closed.status} (expected {CAUGHT}: the gap closed)")
+    ok = alone.status == SURVIVED and closed.status == CAUGHT
+    print(f"VERDICT: {'PASS' if ok else 'FAIL'}: the worked answer {'holds' if ok else 'does not hold'}")
+    return 0 if ok else 1
+
+
 def arguments(ap: Parser) -> None:
     ap.add_argument("--all", action="store_true", help="add the compiler, machine-model and RTL mutants")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit (runs nothing)")
@@ -45,11 +78,20 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("-j", "--jobs", type=int_range(1, 64), default=2,
                     help="mutants checked at once, 1..64 (default 2)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print what each check reported")
+    ap.add_argument("--answers", action="store_true",
+                    help="run exercise 5's worked answer (its mutant, with and without the check that closes it)")
     ap.add_argument("--tier", choices=list(TIERS),
                     help="judge every mutant by this test tier (fast, test, full) instead of its own check")
 
 
 def main(args) -> int:
+    if args.answers:
+        others = [flag for flag, given in (("--all", args.all), ("--list", args.list), ("-k", args.word is not None),
+                                           ("--tier", args.tier is not None)) if given]
+        if others:
+            raise BadArgument("--answers", f"runs the worked answer alone; leave out {', '.join(others)}")
+        require_decode(32, "the chapter's checks")
+        return answers()
     own, added = book()
     mutants = own + added + (extended.EXTENDED if args.all else [])
     if args.word is not None:

@@ -156,6 +156,16 @@ print('\\n'.join(problems[:5]) or 'no problems')
 sys.exit(1 if problems else 0)
 """
 
+# Exercise 5's worked answer: the chapter's checks and the one check that closes its gap
+# (paged_tests.check_release_order, kept out of check_all so the exercise keeps its premise).
+RELEASE_ORDER_SNIPPET = """
+import sys
+import paged_tests
+problems = paged_tests.check_all() + paged_tests.check_release_order()
+print('\\n'.join(problems[:5]) or 'no problems')
+sys.exit(1 if problems else 0)
+"""
+
 # The random programs and the hand-written ones, on Icarus alone, judged like every replay.
 REPLAY_SNIPPET = """
 import sys
@@ -182,6 +192,7 @@ NO_SIMULATORS = ["-m", "not sim"]
 
 CHECKS: dict[str, list[list[str]]] = {
     "paged": [[sys.executable, "-c", PAGED_SNIPPET]],
+    "paged_release_order": [[sys.executable, "-c", RELEASE_ORDER_SNIPPET]],
     "compiler": [PYTEST + MODEL_TESTS + NO_SIMULATORS],
     "machine": [PYTEST + MODEL_TESTS + NO_SIMULATORS, [sys.executable, "-c", REPLAY_SNIPPET]],
     "rtl": [[sys.executable, "-c", REPLAY_SNIPPET]],
