@@ -107,7 +107,7 @@ def test_the_second_half_of_the_random_programs_in_icarus(suite):
 
 
 @needs_simulators
-@pytest.mark.parametrize("latency", [0, 13, 31])
+@pytest.mark.parametrize("latency", [pytest.param(0, marks=pytest.mark.slow), 13, 31])  # 0: also the suite's own
 def test_programs_made_for_one_latency_are_right_at_every_other(latency, suite):
     """Programs are right on any memory (docs/isa.md: no conflict with a transfer that may be in
     flight, decided without a clock). Random programs made for the default latency and the
