@@ -407,15 +407,20 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     return total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
 
 
+def _group_words() -> int:
+    """Words in one bank group of the active configuration's scratchpad."""
+    return _config.active().sram_words // SRAM_GROUPS
+
+
 def bank_of(addr: int) -> int:
     """The scratchpad bank of a word: its group (high address bits) and lane (low two bits)."""
-    return (addr // (_config.active().sram_words // SRAM_GROUPS)) * LANES + (addr % LANES)
+    return (addr // _group_words()) * LANES + (addr % LANES)
 
 
 def banks_of(words) -> set[int]:
     """The banks some scratchpad words lie in: bank_of of each, with the configuration read once
     (the hazard rule and the compiler ask this for whole operands, every instruction)."""
-    group = _config.active().sram_words // SRAM_GROUPS
+    group = _group_words()
     return {(w // group) * LANES + w % LANES for w in words}
 
 
@@ -423,10 +428,12 @@ VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, su
 
 
 def vec_clashes(n: int, a: int, b: int) -> int:
-    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
-    group = _config.active().sram_words // SRAM_GROUPS
-    return sum(1 for w in range(words_for(n))
-               if (a + w) // group == (b + w) // group and (a + w) % LANES == (b + w) % LANES)
+    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other):
+    the same lane (a and b equal mod LANES, for every w alike) and the same bank group."""
+    if (a - b) % LANES:
+        return 0
+    group = _group_words()
+    return sum(1 for w in range(words_for(n)) if (a + w) // group == (b + w) // group)
 
 
 def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
