@@ -412,28 +412,25 @@ def _group_words() -> int:
     return _config.active().sram_words // SRAM_GROUPS
 
 
-def bank_of(addr: int) -> int:
-    """The scratchpad bank of a word: its group (high address bits) and lane (low two bits)."""
+def bank_of(addr):
+    """The scratchpad bank of a word: its group (high address bits) and lane (low two bits). An int,
+    or a numpy array of addresses (their banks, computed together)."""
     return (addr // _group_words()) * LANES + (addr % LANES)
 
 
 def banks_of(words) -> set[int]:
-    """The banks some scratchpad words lie in: bank_of of each, with the configuration read once
-    (the hazard rule and the compiler ask this for whole operands, every instruction)."""
-    group = _group_words()
-    return {(w // group) * LANES + w % LANES for w in words}
+    """The banks some scratchpad words lie in: bank_of of all of them at once (the hazard rule and
+    the compiler ask this for whole operands, every instruction)."""
+    return set(bank_of(np.fromiter(words, dtype=np.int64)).tolist())
 
 
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
 
 
 def vec_clashes(n: int, a: int, b: int) -> int:
-    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other):
-    the same lane (a and b equal mod LANES, for every w alike) and the same bank group."""
-    if (a - b) % LANES:
-        return 0
-    group = _group_words()
-    return sum(1 for w in range(words_for(n)) if (a + w) // group == (b + w) // group)
+    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
+    w = np.arange(words_for(n), dtype=np.int64)
+    return int(np.count_nonzero(bank_of(a + w) == bank_of(b + w)))
 
 
 def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
