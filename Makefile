@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e .
-	$(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb_tools.runner, capra, host, serving, replay, inference, paged_tests, capra_cli.__main__"
+	$(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, paged_tests, capra_cli.__main__"
 	@touch $@
 
 # One line saying what to install when a simulator is missing.
@@ -44,8 +44,13 @@ synth-check: $(STAMP)
 	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
 	$(PY) tools/synth.py --check-memories $(SYNTH_ARGS)
 
+# A memory that stalls: make sim STALL=25 (percent of cycles each AXI channel stalls; SEED=<n> picks
+# the schedule), also make soak and make serve; the machine model runs on the same schedule.
+STALL ?=
+SEED ?=
+MEMORY_ARGS = $(if $(STALL),--stall $(STALL)) $(if $(SEED),--stall-seed $(SEED))
 sim: $(STAMP) tools
-	$(PY) tools/ch15_run.py
+	$(PY) tools/ch15_run.py $(MEMORY_ARGS)
 
 # The test tiers (tests/conftest.py): no simulator (a minute and a half); the suite CI runs (every
 # replay and bench, a few minutes); everything, slow runs included. A missing simulator fails the
@@ -62,7 +67,7 @@ test-full: $(STAMP) tools
 lint: $(STAMP)
 	verilator --lint-only -Wall --default-language 1364-2005 -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
 	verilator --lint-only -Wall --timing --default-language 1364-2005 -Irtl -y rtl rtl/lint.vlt \
-	  tb/ga2_tb.v tb/extmem_rw.v --top-module ga2_tb
+	  tb/ga2_tb.v tb/ga2_sys.v tb/axi_mem.v --top-module ga2_tb
 	$(PY) -m ruff check model tools tests
 	$(PY) tools/gen_exp_lut.py --check
 
@@ -97,7 +102,7 @@ report: $(STAMP)
 # Options: make serve SERVE_ARGS="--pages 16"
 SERVE_ARGS ?=
 serve: $(STAMP) tools
-	$(PY) tools/serve_run.py $(SERVE_ARGS)
+	$(PY) tools/serve_run.py $(MEMORY_ARGS) $(SERVE_ARGS)
 
 # The design-space sweep (docs/design_space.md): 48 configurations, each replayed exactly on both
 # simulators, then the whole ga2 synthesized by Yosys once per RTL configuration (hours; cached in
@@ -114,7 +119,7 @@ bench: $(STAMP) tools
 # make soak N=10000
 N ?= 1000
 soak: $(STAMP) tools
-	$(PY) tools/soak.py -n $(N)
+	$(PY) tools/soak.py -n $(N) $(if $(STALL),--stall $(STALL))
 
 waves: $(STAMP) tools
 	$(PY) tools/waves.py

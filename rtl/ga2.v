@@ -11,17 +11,21 @@
 //   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is
 //   QCFG        set the quantization registers qa, qb, qs and the bias address
 //   MM/VEC/SMAX start the unit in the decode cycle and wait for its done cycle
-// An illegal instruction, or running past the last instruction of the memory, halts with `illegal`
-// set. Illegal: an unknown opcode, a reserved bit set, WAIT keeping QUEUE or more, and the fields
-// that would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns,
-// an MM without rows, reduction or columns, a reduction past
-// GA2_MM_MAX_K or a column window outside the matrix, a VEC of an unknown sub-op, a VEC or SMAX of
-// no elements, a QCFG shift past GA2_MAX_SHIFT. The machine model refuses the same instructions.
+// `status` says why the chip halted and `status_pc` names the instruction at fault:
+//   ST_OK            HALT (or still running)
+//   ST_ILLEGAL       an illegal instruction, or running past the last instruction of the memory
+//                    (`illegal` is set too)
+//   ST_EXT_ADDR      a LOAD/STORE reaching a word at or past ext_limit (the words the memory has)
+//   ST_EXT_RESP      the memory answered with an error (RRESP/BRESP SLVERR or DECERR)
+//   ST_EXT_PROTOCOL  an answer that breaks the AXI protocol as the DMA uses it (rtl/dma.v)
+// Illegal: an unknown opcode, a reserved bit set, WAIT keeping QUEUE or more, and the fields that
+// would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns, an MM
+// without rows, reduction or columns, a reduction past GA2_MM_MAX_K or a column window outside the
+// matrix, a VEC of an unknown sub-op, a VEC or SMAX of no elements, a QCFG shift past GA2_MAX_SHIFT.
+// The machine model refuses the same instructions, and a program reaching past the memory.
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
-// The external port is the DMA engine's (see rtl/dma.v): requests with valid/ready, read answers
-// in order with rsp_valid; GA2_EXT_WORDS words wide (a request moves the words ext_req_addr + j
-// that ext_req_mask names), 32-bit word addresses. A LOAD/STORE's external address is {w3[31:16], b}
-// and its SRAM stride w3[15:0].
+// The external port is the DMA engine's AXI4 master (see rtl/dma.v), 32 * GA2_EXT_WORDS data bits,
+// byte addresses. A LOAD/STORE's external word address is {w3[31:16], b} and its SRAM stride w3[15:0].
 module ga2 (
     input  wire        clk,
     input  wire        rst,
@@ -39,14 +43,45 @@ module ga2 (
     output reg  [31:0] c2,
     output reg  [31:0] c3,
     output reg  [31:0] c4,
-    output wire        ext_req_valid,
-    input  wire        ext_req_ready,
-    output wire        ext_req_we,
-    output wire [`GA2_EXT_WORDS_D-1:0]    ext_req_mask,
-    output wire [31:0] ext_req_addr,
-    output wire [32*`GA2_EXT_WORDS_D-1:0] ext_req_wdata,
-    input  wire        ext_rsp_valid,
-    input  wire [32*`GA2_EXT_WORDS_D-1:0] ext_rsp_rdata
+    output reg  [2:0]  status,       // why it halted: ST_DONE, or the fault (see the header)
+    output reg  [9:0]  status_pc,    // the instruction at fault
+    input  wire [31:0] ext_limit,    // words of external memory (held steady from reset on)
+    // the external memory: AXI4 (rtl/dma.v)
+    output wire        m_axi_arid,
+    output wire [31:0] m_axi_araddr,
+    output wire [7:0]  m_axi_arlen,
+    output wire [2:0]  m_axi_arsize,
+    output wire [1:0]  m_axi_arburst,
+    output wire        m_axi_arlock,
+    output wire [3:0]  m_axi_arcache,
+    output wire [2:0]  m_axi_arprot,
+    output wire        m_axi_arvalid,
+    input  wire        m_axi_arready,
+    input  wire        m_axi_rid,
+    input  wire [32*`GA2_EXT_WORDS_D-1:0] m_axi_rdata,
+    input  wire [1:0]  m_axi_rresp,
+    input  wire        m_axi_rlast,
+    input  wire        m_axi_rvalid,
+    output wire        m_axi_rready,
+    output wire        m_axi_awid,
+    output wire [31:0] m_axi_awaddr,
+    output wire [7:0]  m_axi_awlen,
+    output wire [2:0]  m_axi_awsize,
+    output wire [1:0]  m_axi_awburst,
+    output wire        m_axi_awlock,
+    output wire [3:0]  m_axi_awcache,
+    output wire [2:0]  m_axi_awprot,
+    output wire        m_axi_awvalid,
+    input  wire        m_axi_awready,
+    output wire [32*`GA2_EXT_WORDS_D-1:0] m_axi_wdata,
+    output wire [4*`GA2_EXT_WORDS_D-1:0]  m_axi_wstrb,
+    output wire        m_axi_wlast,
+    output wire        m_axi_wvalid,
+    input  wire        m_axi_wready,
+    input  wire        m_axi_bid,
+    input  wire [1:0]  m_axi_bresp,
+    input  wire        m_axi_bvalid,
+    output wire        m_axi_bready
 );
     `include "ga2_defs.vh"
     localparam integer IAW = GA2_IMEM_AW;
@@ -91,13 +126,14 @@ module ga2 (
     wire       fetching = running && !executing;
     wire [QW-1:0] inflight;
     wire       dma_busy;
+    wire       dma_err, dma_quiet;  // a fault of the memory port; nothing on its way any more
     wire       is_dma  = (op == OP_LOAD) || (op == OP_STORE);
     wire       compute = (op == OP_MM) || (op == OP_VEC) || (op == OP_SMAX);
     // WAIT and HALT wait for transfers to finish; LOAD/STORE for room in the queue
     wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[QW-1:0])
                                     || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
                                     || (op == OP_HALT && inflight != {QW{1'b0}}));
-    wire       go    = !rst && fetching && !stall;
+    wire       go    = !rst && fetching && !stall && !dma_err;  // nothing new after a fault
     // the fields each opcode must have (see the header); 17 bits so that M = 0xFFFF cannot wrap
     localparam [16:0] LANES17 = GA2_LANES[16:0];
     wire [16:0] mm_tiles = ({1'b0, w3[15:0]} + LANES17 - 17'd1) / LANES17;  // column tiles of M
@@ -134,13 +170,24 @@ module ga2 (
     wire         mm_we, vec_we, sm_we, vec_rae, vec_rbe, sm_re;
     wire         mm_done, vec_done, sm_done;
 
-    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .EW(EW), .QW(QW)) u_dma (
+    wire [1:0]   dma_err_code;
+    wire [IAW-1:0] dma_err_pc;
+    dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .EW(EW), .IAW(IAW), .QW(QW)) u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
         .ext_base({w3[31:16], fb}), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
-        .inflight(inflight), .busy(dma_busy),
-        .ext_req_valid(ext_req_valid), .ext_req_ready(ext_req_ready), .ext_req_we(ext_req_we),
-        .ext_req_mask(ext_req_mask), .ext_req_addr(ext_req_addr), .ext_req_wdata(ext_req_wdata), .ext_rsp_valid(ext_rsp_valid),
-        .ext_rsp_rdata(ext_rsp_rdata),
+        .pc(pc), .ext_limit(ext_limit), .inflight(inflight), .busy(dma_busy),
+        .err(dma_err), .err_code(dma_err_code), .err_pc(dma_err_pc), .quiet(dma_quiet),
+        .m_axi_arid(m_axi_arid), .m_axi_araddr(m_axi_araddr), .m_axi_arlen(m_axi_arlen), .m_axi_arsize(m_axi_arsize),
+        .m_axi_arburst(m_axi_arburst), .m_axi_arlock(m_axi_arlock), .m_axi_arcache(m_axi_arcache),
+        .m_axi_arprot(m_axi_arprot), .m_axi_arvalid(m_axi_arvalid), .m_axi_arready(m_axi_arready),
+        .m_axi_rid(m_axi_rid), .m_axi_rdata(m_axi_rdata), .m_axi_rresp(m_axi_rresp), .m_axi_rlast(m_axi_rlast),
+        .m_axi_rvalid(m_axi_rvalid), .m_axi_rready(m_axi_rready),
+        .m_axi_awid(m_axi_awid), .m_axi_awaddr(m_axi_awaddr), .m_axi_awlen(m_axi_awlen), .m_axi_awsize(m_axi_awsize),
+        .m_axi_awburst(m_axi_awburst), .m_axi_awlock(m_axi_awlock), .m_axi_awcache(m_axi_awcache),
+        .m_axi_awprot(m_axi_awprot), .m_axi_awvalid(m_axi_awvalid), .m_axi_awready(m_axi_awready),
+        .m_axi_wdata(m_axi_wdata), .m_axi_wstrb(m_axi_wstrb), .m_axi_wlast(m_axi_wlast), .m_axi_wvalid(m_axi_wvalid),
+        .m_axi_wready(m_axi_wready), .m_axi_bid(m_axi_bid), .m_axi_bresp(m_axi_bresp), .m_axi_bvalid(m_axi_bvalid),
+        .m_axi_bready(m_axi_bready),
         .sram_re(dma_sre), .sram_raddr(dma_sra), .sram_rdata(dma_srd),
         .sram_we(dma_swe), .sram_waddr(dma_swa), .sram_wdata(dma_swd)
     );
@@ -212,6 +259,8 @@ module ga2 (
         if (rst) begin
             halted <= 1'b0;
             illegal <= 1'b0;
+            status <= ST_OK;
+            status_pc <= {IAW{1'b0}};
             executing <= 1'b0;
             cur_op <= OP_HALT;
             pc <= {IAW{1'b0}};
@@ -235,6 +284,8 @@ module ga2 (
                 if (pc_last) begin  // there is no instruction after the last one
                     illegal <= 1'b1;
                     halted <= 1'b1;
+                    status <= ST_ILLEGAL;
+                    status_pc <= pc;
                 end
             end
             if (executing) begin
@@ -243,6 +294,8 @@ module ga2 (
                 if (!known_op) begin
                     illegal <= 1'b1;
                     halted <= 1'b1;
+                    status <= ST_ILLEGAL;
+                    status_pc <= pc;
                 end else if (op == OP_HALT) begin
                     halted <= 1'b1;
                 end else if (compute) begin
@@ -254,6 +307,11 @@ module ga2 (
                     qs <= fc[5:0];
                     qbias <= fd[SAW-1:0];
                 end
+            end
+            if (dma_err && dma_quiet && !executing) begin  // a memory fault halts once the bus is quiet
+                halted <= 1'b1;
+                status <= {1'b0, dma_err_code} + 3'd1;
+                status_pc <= dma_err_pc;
             end
         end
     end

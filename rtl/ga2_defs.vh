@@ -15,7 +15,7 @@ localparam integer GA2_IMEM_AW     = 10;
 localparam integer GA2_MM_MAX_K    = 1024;  // longest reduction: rowmem holds MM_MAX_K / 4 words per row
 localparam integer GA2_DMA_QUEUE   = `GA2_DMA_QUEUE_D;  // transfers issued and not finished (1..16)
 localparam integer GA2_DMA_QW      = $clog2(`GA2_DMA_QUEUE_D + 1);  // bits of a count 0..QUEUE
-localparam integer GA2_DMA_PENDING = 32;    // LOAD beats requested and not yet answered (latency bound)
+localparam integer GA2_DMA_PENDING = 32;    // reads (and writes) sent and not yet answered (latency bound)
 localparam integer GA2_EXT_WORDS   = `GA2_EXT_WORDS_D;  // words of a DMA beat: the external interface's width (1, 2)
 localparam integer GA2_DIV_CYCLES  = 32;
 localparam integer GA2_MAX_SHIFT   = 47;
@@ -47,4 +47,11 @@ localparam [3:0] VEC_ARGMAX = 4'd5;
 localparam [3:0] VEC_LAST   = 4'd5;  // the last sub-op: the decoder refuses any above it
 
 localparam integer SM_SINK = 1;
+
+// why the chip halted (ga2's status output)
+localparam [2:0] ST_OK           = 3'd0;
+localparam [2:0] ST_ILLEGAL      = 3'd1;
+localparam [2:0] ST_EXT_ADDR     = 3'd2;
+localparam [2:0] ST_EXT_RESP     = 3'd3;
+localparam [2:0] ST_EXT_PROTOCOL = 3'd4;
 /* verilator lint_on UNUSEDPARAM */

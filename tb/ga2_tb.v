@@ -45,20 +45,23 @@
 // lists and the five counters.
 //
 // Verdict: exactly one line, PASS / FAIL (an unreadable or malformed image, a bad plusarg, a
-// program that does not halt or halts on an illegal instruction) / MISMATCH (a word or a counter,
+// program that does not halt, or halts with a fault status: an illegal instruction, a word past the
+// memory, an error answer) / MISMATCH (a word or a counter,
 // named with both values; the lowest differing address of a memory). Exit status: 0 after PASS,
 // 1 after FAIL or MISMATCH (Icarus: $finish_and_return(1); Verilator: $stop, which model/replay/simulators.py's
 // build (tb/sim_exit.cpp, -DVL_USER_STOP) turns into exit(1); a Verilator build without it
 // aborts there instead, status 134, still not 0).
 //
 // Plusargs: +PROG=<file> (default out/ga2_programs.hex, relative to the working directory; at most
-// PATH_MAX characters, a longer one is a FAIL), +LATENCY=<cycles> (the external memory's read
-// latency: decimal digits only, 0..31, default 4 = the default configuration's ext_latency;
+// PATH_MAX characters, a longer one is a FAIL), +LATENCY=<cycles> (the external memory's
+// latency, tb/axi_mem.v: decimal digits only, 0..30, default 4 = the default configuration's ext_latency;
 // model/replay/simulators.py always passes the active configuration's, so one build serves every latency). A
 // +WATCHDOG=<cycles> (the most cycles a program may run before it is a FAIL: decimal digits,
 // 1..999999999, default the WATCHDOG define, 2000000). A +LATENCY or +WATCHDOG that is empty, not a
-// decimal number, out of range or without '=' is a FAIL naming it. +TIMELINE prints every event
-// of the timeline (see below).
+// decimal number, out of range or without '=' is a FAIL naming it. +STALL=<percent>, 0..90, and
+// +SEED=<number>, 0..999999999 (default 0 and 1): the memory's channels stall that percentage of
+// cycles on the seeded schedule of tb/axi_mem.v (capra.dma.StallSchedule), checked as strictly.
+// +TIMELINE prints every event of the timeline (see below).
 // Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd).
 //
 // Timing: the clock toggles every 5 ns (rising edges at 5, 15, ...); the testbench itself waits
@@ -80,12 +83,13 @@ module ga2_tb;
     localparam integer WATCHDOG_MAX = 999_999_999;  // the most +WATCHDOG takes (nine digits)
     localparam integer MAXWORDS   = `MAXWORDS;
     localparam integer LATENCY    = 4;             // +LATENCY when it is not given
+    localparam integer STALL_MAX  = 90;            // the most +STALL takes (percent; capra.config.STALL_MAX)
     `include "ga2_defs.vh"
     localparam integer IMEM_WORDS = 4 * GA2_IMEM_INSTRS;
     localparam integer SPW        = GA2_SRAM_WORDS;
     localparam integer SAW        = GA2_SRAM_AW;
     localparam integer EWORDS     = `GA2_EXT_WORDS_D;  // words of an external request
-    localparam integer XAW        = (EXTW > 1) ? $clog2(EXTW) : 1;  // extmem_rw's address bits
+    localparam integer XAW        = (EXTW > 1) ? $clog2(EXTW) : 1;  // axi_mem's address bits
     localparam integer MAX_PROGS  = 65535;
     localparam integer PATH_MAX   = 4096;          // characters of +PROG (Linux's PATH_MAX; see model/replay/simulators.py)
     localparam integer PATH_SHOWN = 200;           // characters of it a message shows (its end)
@@ -107,11 +111,14 @@ module ga2_tb;
     /* verilator lint_on BLKSEQ */
 
     wire        halted, illegal;
+    wire [2:0]  status;
+    wire [9:0]  status_pc;
     wire [31:0] c0, c1, c2, c3, c4;
-    wire        req_valid, req_ready, req_we, rsp_valid;
-    wire [31:0] req_addr;
-    wire [EWORDS-1:0]    req_mask;
-    wire [32*EWORDS-1:0] req_wdata, rsp_rdata;
+    wire        wr_en;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [31:0] wr_addr;  // the log keeps the XAW bits that address the memory
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [EWORDS-1:0] wr_mask;
     // The chip's inputs come from registers that take, at each rising edge, what the initial block
     // set (rst_d, ...) in the falling edge before: a clocked signal, so a simulator evaluates the logic
     // behind them with the rest of the clocked logic rather than again whenever the testbench wakes.
@@ -120,31 +127,29 @@ module ga2_tb;
     reg  [11:0] imem_addr = 12'd0, imem_addr_d = 12'd0;
     reg  [31:0] imem_wdata = 32'd0, imem_wdata_d = 32'd0;
     reg  [4:0]  latency = LATENCY[4:0], latency_d = LATENCY[4:0];
+    reg  [6:0]  stall_pct = 7'd0, stall_d = 7'd0;
+    reg  [31:0] stall_seed = 32'd1, seed_d = 32'd1;
     always @(posedge clk) begin
         rst <= rst_d;
         imem_we <= imem_we_d;
         imem_addr <= imem_addr_d;
         imem_wdata <= imem_wdata_d;
         latency <= latency_d;
+        stall_pct <= stall_d;
+        stall_seed <= seed_d;
     end
 
-    ga2 u_ga2 (
-        .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
-        .halted(halted), .illegal(illegal), .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
-        .ext_req_valid(req_valid), .ext_req_ready(req_ready), .ext_req_we(req_we), .ext_req_mask(req_mask),
-        .ext_req_addr(req_addr),
-        .ext_req_wdata(req_wdata), .ext_rsp_valid(rsp_valid), .ext_rsp_rdata(rsp_rdata)
-    );
-    extmem_rw #(.EXTW(EXTW), .WORDS(EWORDS)) u_ext (
-        .clk(clk), .rst(rst), .latency(latency), .req_valid(req_valid), .req_ready(req_ready), .req_we(req_we),
-        .req_mask(req_mask), .req_addr(req_addr), .req_wdata(req_wdata), .rsp_valid(rsp_valid), .rsp_rdata(rsp_rdata)
+    ga2_sys #(.EXTW(EXTW)) u_sys (
+        .clk(clk), .rst(rst), .latency(latency), .stall_pct(stall_pct), .stall_seed(stall_seed), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
+        .halted(halted), .illegal(illegal), .status(status), .status_pc(status_pc),
+        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask)
     );
 
 `ifdef WAVES
     // a waveform of the chip (Icarus): make waves
     initial begin
         $dumpfile("out/ga2.vcd");
-        $dumpvars(0, u_ga2);
+        $dumpvars(0, u_sys.u_ga2);
     end
 `endif
 
@@ -158,16 +163,16 @@ module ga2_tb;
     initial timeline = $test$plusargs("TIMELINE");
     always @(posedge clk) begin
         if (timeline && !rst && !halted) begin
-            if (u_ga2.legal_go) $display("EVENT %0d %0d go %0d", p, c0, u_ga2.pc);
-            if (u_ga2.executing && u_ga2.unit_done) $display("EVENT %0d %0d done %0d", p, c0, u_ga2.pc);
-            if (u_ga2.u_dma.state == u_ga2.u_dma.R_SETUP) $display("EVENT %0d %0d setup", p, c0);
-            if (u_ga2.u_dma.ends) $display("EVENT %0d %0d end", p, c0);
+            if (u_sys.u_ga2.legal_go) $display("EVENT %0d %0d go %0d", p, c0, u_sys.u_ga2.pc);
+            if (u_sys.u_ga2.executing && u_sys.u_ga2.unit_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.pc);
+            if (u_sys.u_ga2.u_dma.state == u_sys.u_ga2.u_dma.R_SETUP) $display("EVENT %0d %0d setup", p, c0);
+            if (u_sys.u_ga2.u_dma.ends) $display("EVENT %0d %0d end", p, c0);
         end
     end
 
     // ---- the external writes of a program ---------------------------------------------------
-    // Every write beat the memory takes (extmem_rw writes word j of it to req_addr + j, within its
-    // XAW address bits): its first address and mask, reset or not (the memory takes them either
+    // Every write the memory does (tb/axi_mem.v: the words wr_mask names, from wr_addr, within its
+    // XAW address bits): its first address and mask, reset or not (the memory does them either
     // way). Emptied at the rising edge after the testbench sets wlog_clear (at the start of each
     // program's reset); past LOG_MAX beats only counted.
     reg [XAW-1:0]    wlog_addr [0:LOG_MAX-1];
@@ -177,10 +182,10 @@ module ga2_tb;
     always @(posedge clk) begin
         if (wlog_clear) begin
             wlog_n <= 0;
-        end else if (req_valid && req_ready && req_we) begin
+        end else if (wr_en) begin
             if (wlog_n < LOG_MAX) begin
-                wlog_addr[wlog_n] <= req_addr[XAW-1:0];
-                wlog_mask[wlog_n] <= req_mask;
+                wlog_addr[wlog_n] <= wr_addr[XAW-1:0];
+                wlog_mask[wlog_n] <= wr_mask;
             end
             wlog_n <= wlog_n + 1;
         end
@@ -199,7 +204,10 @@ module ga2_tb;
     reg [8*(ARG_MAX+1)-1:0]  arg;    // a numeric plusarg's text (one character more, as for the path)
     integer i, j, p, ptr, n_prog, n_words, n_code, n_init, n_xrun, n_xval, n_srun, n_sval, rec_len;
     integer at_code, at_init, at_xrun, at_xval, at_srun, at_sval, at_cnt;
-    integer bad, fd, nread, k, nbytes, first, len, run_end, vals, lat, watchdog, elapsed, step;
+    integer bad, fd, nread, k, nbytes, first, len, run_end, vals, lat, watchdog, elapsed, step, seed;
+    /* verilator lint_off UNUSEDSIGNAL */
+    integer stall;  // 0..STALL_MAX, checked: its seven low bits are the rate
+    /* verilator lint_on UNUSEDSIGNAL */
     integer buf_n, buf_at, buf_part, buf_eof;  // the chunk: whole lines in it, the next one, bytes past them, file ended
     reg     headed;                 // the image has a header (and CRCs)
     integer prev_init, wlog_len, miss_at, word_at, imem_len;
@@ -511,25 +519,36 @@ module ga2_tb;
     endtask
 
     // ---- the scratchpad, bank by bank (rtl/sram.v: lane a[1:0], group a[SAW-1:SAW-2], row in between)
+    // the name of a fault status (rtl/ga2.v)
+    function [8*16-1:0] status_name(input [2:0] st);
+        case (st)
+            ST_ILLEGAL:      status_name = "ILLEGAL";
+            ST_EXT_ADDR:     status_name = "EXT_ADDR";
+            ST_EXT_RESP:     status_name = "EXT_RESP";
+            ST_EXT_PROTOCOL: status_name = "EXT_PROTOCOL";
+            default:         status_name = "UNKNOWN";
+        endcase
+    endfunction
+
     function [31:0] sp_word(input [SAW-1:0] a);
         begin
             case ({a[SAW-1:SAW-2], a[1:0]})
-                4'd0:    sp_word = u_ga2.u_sram.g_bank[0].u_ram.mem[a[SAW-3:2]];
-                4'd1:    sp_word = u_ga2.u_sram.g_bank[1].u_ram.mem[a[SAW-3:2]];
-                4'd2:    sp_word = u_ga2.u_sram.g_bank[2].u_ram.mem[a[SAW-3:2]];
-                4'd3:    sp_word = u_ga2.u_sram.g_bank[3].u_ram.mem[a[SAW-3:2]];
-                4'd4:    sp_word = u_ga2.u_sram.g_bank[4].u_ram.mem[a[SAW-3:2]];
-                4'd5:    sp_word = u_ga2.u_sram.g_bank[5].u_ram.mem[a[SAW-3:2]];
-                4'd6:    sp_word = u_ga2.u_sram.g_bank[6].u_ram.mem[a[SAW-3:2]];
-                4'd7:    sp_word = u_ga2.u_sram.g_bank[7].u_ram.mem[a[SAW-3:2]];
-                4'd8:    sp_word = u_ga2.u_sram.g_bank[8].u_ram.mem[a[SAW-3:2]];
-                4'd9:    sp_word = u_ga2.u_sram.g_bank[9].u_ram.mem[a[SAW-3:2]];
-                4'd10:   sp_word = u_ga2.u_sram.g_bank[10].u_ram.mem[a[SAW-3:2]];
-                4'd11:   sp_word = u_ga2.u_sram.g_bank[11].u_ram.mem[a[SAW-3:2]];
-                4'd12:   sp_word = u_ga2.u_sram.g_bank[12].u_ram.mem[a[SAW-3:2]];
-                4'd13:   sp_word = u_ga2.u_sram.g_bank[13].u_ram.mem[a[SAW-3:2]];
-                4'd14:   sp_word = u_ga2.u_sram.g_bank[14].u_ram.mem[a[SAW-3:2]];
-                default: sp_word = u_ga2.u_sram.g_bank[15].u_ram.mem[a[SAW-3:2]];
+                4'd0:    sp_word = u_sys.u_ga2.u_sram.g_bank[0].u_ram.mem[a[SAW-3:2]];
+                4'd1:    sp_word = u_sys.u_ga2.u_sram.g_bank[1].u_ram.mem[a[SAW-3:2]];
+                4'd2:    sp_word = u_sys.u_ga2.u_sram.g_bank[2].u_ram.mem[a[SAW-3:2]];
+                4'd3:    sp_word = u_sys.u_ga2.u_sram.g_bank[3].u_ram.mem[a[SAW-3:2]];
+                4'd4:    sp_word = u_sys.u_ga2.u_sram.g_bank[4].u_ram.mem[a[SAW-3:2]];
+                4'd5:    sp_word = u_sys.u_ga2.u_sram.g_bank[5].u_ram.mem[a[SAW-3:2]];
+                4'd6:    sp_word = u_sys.u_ga2.u_sram.g_bank[6].u_ram.mem[a[SAW-3:2]];
+                4'd7:    sp_word = u_sys.u_ga2.u_sram.g_bank[7].u_ram.mem[a[SAW-3:2]];
+                4'd8:    sp_word = u_sys.u_ga2.u_sram.g_bank[8].u_ram.mem[a[SAW-3:2]];
+                4'd9:    sp_word = u_sys.u_ga2.u_sram.g_bank[9].u_ram.mem[a[SAW-3:2]];
+                4'd10:   sp_word = u_sys.u_ga2.u_sram.g_bank[10].u_ram.mem[a[SAW-3:2]];
+                4'd11:   sp_word = u_sys.u_ga2.u_sram.g_bank[11].u_ram.mem[a[SAW-3:2]];
+                4'd12:   sp_word = u_sys.u_ga2.u_sram.g_bank[12].u_ram.mem[a[SAW-3:2]];
+                4'd13:   sp_word = u_sys.u_ga2.u_sram.g_bank[13].u_ram.mem[a[SAW-3:2]];
+                4'd14:   sp_word = u_sys.u_ga2.u_sram.g_bank[14].u_ram.mem[a[SAW-3:2]];
+                default: sp_word = u_sys.u_ga2.u_sram.g_bank[15].u_ram.mem[a[SAW-3:2]];
             endcase
         end
     endfunction
@@ -542,7 +561,7 @@ module ga2_tb;
     // over the first max(n_init, prev_init) words and its expected changes go into ext_want.
     task set_word(input [XAW-1:0] a, input [31:0] w);
         begin
-            u_ext.mem[a] = w;
+            u_sys.u_ext.mem[a] = w;
             ext_want[a] = w;
         end
     endtask
@@ -593,7 +612,7 @@ module ga2_tb;
     // expected changes; every word when the log overflowed), the lowest one that differs named.
     task check_word(input integer a);
         begin
-            got = u_ext.mem[a];
+            got = u_sys.u_ext.mem[a];
             if (got !== ext_want[a] && (miss_at < 0 || a < miss_at)) begin
                 miss_at = a;
                 miss_want = ext_want[a];
@@ -665,8 +684,12 @@ module ga2_tb;
             if (!halted) begin
                 $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles", p, watchdog);
                 bad = 1;
-            end else if (illegal) begin
-                $display("FAIL: program %0d halted on an illegal instruction", p);
+            end else if (illegal != (status == ST_ILLEGAL)) begin
+                $display("FAIL: program %0d halted with illegal = %0d but status %0s", p, illegal, status_name(status));
+                bad = 1;
+            end else if (status != ST_OK) begin
+                $display("FAIL: program %0d halted with status %0s at instruction %0d", p, status_name(status),
+                         status_pc);
                 bad = 1;
             end
             if (bad == 0) begin
@@ -747,21 +770,21 @@ module ga2_tb;
             if (bad == 0 && $value$plusargs("LATENCY=%s", arg)) begin
                 lat = decimal(arg);
                 if (arg == 0) begin
-                    $display("FAIL: +LATENCY= is empty: give the external memory's latency in cycles, 0..31");
+                    $display("FAIL: +LATENCY= is empty: give the external memory's latency in cycles, 0..30");
                     bad = 1;
                 end else if (arg[8*ARG_MAX +: 8] != 8'd0) begin
-                    $display("FAIL: +LATENCY=...%0s is longer than %0d characters: not a latency, 0..31 cycles",
+                    $display("FAIL: +LATENCY=...%0s is longer than %0d characters: not a latency, 0..30 cycles",
                              arg[8*ARG_MAX-1:0], ARG_MAX);
                     bad = 1;
                 end else if (lat < 0) begin
-                    $display("FAIL: +LATENCY=%0s is not a decimal number of cycles, 0..31", arg);
+                    $display("FAIL: +LATENCY=%0s is not a decimal number of cycles, 0..30", arg);
                     bad = 1;
-                end else if (lat > 31) begin
-                    $display("FAIL: +LATENCY=%0s is outside 0..31 (the chip keeps at most 32 reads waiting)", arg);
+                end else if (lat > 30) begin
+                    $display("FAIL: +LATENCY=%0s is outside 0..30 (the chip keeps at most 32 requests waiting)", arg);
                     bad = 1;
                 end
             end else if (bad == 0 && $test$plusargs("LATENCY")) begin
-                $display("FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..31)");
+                $display("FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..30)");
                 bad = 1;
             end
             latency_d = lat[4:0];
@@ -785,6 +808,43 @@ module ga2_tb;
                 end
             end else if (bad == 0 && $test$plusargs("WATCHDOG")) begin
                 $display("FAIL: a plusarg starts +WATCHDOG but is not +WATCHDOG=<cycles> (1..%0d)", WATCHDOG_MAX);
+                bad = 1;
+            end
+            arg = 0;
+            stall = 0;
+            if (bad == 0 && $value$plusargs("STALL=%s", arg)) number_arg("STALL", 0, STALL_MAX, stall);
+            else if (bad == 0 && $test$plusargs("STALL")) begin
+                $display("FAIL: a plusarg starts +STALL but is not +STALL=<percent> (0..%0d)", STALL_MAX);
+                bad = 1;
+            end
+            stall_d = stall[6:0];
+            arg = 0;
+            seed = 1;
+            if (bad == 0 && $value$plusargs("SEED=%s", arg)) number_arg("SEED", 0, WATCHDOG_MAX, seed);
+            else if (bad == 0 && $test$plusargs("SEED")) begin
+                $display("FAIL: a plusarg starts +SEED but is not +SEED=<number> (0..%0d)", WATCHDOG_MAX);
+                bad = 1;
+            end
+            seed_d = seed;
+        end
+    endtask
+
+    // +NAME=<arg>: a decimal number in low..high into `value`, or a FAIL naming the plusarg
+    task number_arg(input [8*8-1:0] name, input integer low, input integer high, output integer number);
+        begin
+            number = decimal(arg);
+            if (arg == 0) begin
+                $display("FAIL: +%0s= is empty: give a number, %0d..%0d", name, low, high);
+                bad = 1;
+            end else if (arg[8*ARG_MAX +: 8] != 8'd0) begin
+                $display("FAIL: +%0s=...%0s is longer than %0d characters: not a number, %0d..%0d", name,
+                         arg[8*ARG_MAX-1:0], ARG_MAX, low, high);
+                bad = 1;
+            end else if (number < 0) begin
+                $display("FAIL: +%0s=%0s is not a decimal number, %0d..%0d", name, arg, low, high);
+                bad = 1;
+            end else if (number < low || number > high) begin
+                $display("FAIL: +%0s=%0s is outside %0d..%0d", name, arg, low, high);
                 bad = 1;
             end
         end

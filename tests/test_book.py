@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(tools, "..", "model"))
 import hw, ga2_progs, tiny_lm, paged_lm, paged_tests
 
 sources = ["rtl/sram.v", "rtl/dma.v", "rtl/systolic.v", "rtl/requant.v", "rtl/exp_lut.v", "rtl/divu.v",
-           "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v", "tb/extmem_rw.v",
+           "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v", "tb/axi_mem.v", "tb/ga2_sys.v",
            "tb/ga2_tb.v"]
 steps = 8
 model = tiny_lm.make_model("structured")

@@ -634,7 +634,8 @@ def test_waves_fails_and_keeps_no_waveform_when_the_replay_fails(capsys, monkeyp
     from capra_cli import waves
 
     monkeypatch.setattr(replay, "require", lambda *tools: None)
-    monkeypatch.setattr(waves, "sim_icarus", lambda *a, **k: (0, "FAIL: program 0 halted on an illegal instruction\n"))
+    fail = "FAIL: program 0 halted with status ILLEGAL at instruction 0\n"
+    monkeypatch.setattr(waves, "sim_icarus", lambda *a, **k: (0, fail))
     got = call(capsys, "waves", "--context", "1")
     assert got.code == 1 and "VERDICT: FAIL" in got.out, got.out
     assert waves.VCD.is_relative_to(sandbox) and not waves.VCD.exists()

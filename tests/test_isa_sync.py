@@ -52,6 +52,8 @@ def _python_constants() -> dict[str, int]:
     for code, op in isa.VEC_OPS.items():  # the table is the one definition of the sub-ops
         expected[f"VEC_{op.name.upper()}"] = code
     expected["VEC_LAST"] = isa.VEC_LAST
+    for code, name in isa.STATUS_NAMES.items():
+        expected[f"ST_{name}"] = code
     return expected
 
 

@@ -201,23 +201,30 @@ def small_image(tmp_path_factory):
 @needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("arg, expected", [
-    ("+LATENCY=abc", "FAIL: +LATENCY=abc is not a decimal number of cycles, 0..31"),
-    ("+LATENCY=", "FAIL: +LATENCY= is empty: give the external memory's latency in cycles, 0..31"),
-    ("+LATENCY=4x", "FAIL: +LATENCY=4x is not a decimal number of cycles, 0..31"),
-    ("+LATENCY=-1", "FAIL: +LATENCY=-1 is not a decimal number of cycles, 0..31"),
-    ("+LATENCY= 4", "FAIL: +LATENCY= 4 is not a decimal number of cycles, 0..31"),
-    ("+LATENCY=0x4", "FAIL: +LATENCY=0x4 is not a decimal number of cycles, 0..31"),
-    ("+LATENCY=32", "FAIL: +LATENCY=32 is outside 0..31 (the chip keeps at most 32 reads waiting)"),
-    ("+LATENCY=4294967300", "FAIL: +LATENCY=4294967300 is outside 0..31 (the chip keeps at most 32 reads waiting)"),
+    ("+LATENCY=abc", "FAIL: +LATENCY=abc is not a decimal number of cycles, 0..30"),
+    ("+LATENCY=", "FAIL: +LATENCY= is empty: give the external memory's latency in cycles, 0..30"),
+    ("+LATENCY=4x", "FAIL: +LATENCY=4x is not a decimal number of cycles, 0..30"),
+    ("+LATENCY=-1", "FAIL: +LATENCY=-1 is not a decimal number of cycles, 0..30"),
+    ("+LATENCY= 4", "FAIL: +LATENCY= 4 is not a decimal number of cycles, 0..30"),
+    ("+LATENCY=0x4", "FAIL: +LATENCY=0x4 is not a decimal number of cycles, 0..30"),
+    ("+LATENCY=31", "FAIL: +LATENCY=31 is outside 0..30 (the chip keeps at most 32 requests waiting)"),
+    ("+LATENCY=4294967300", "FAIL: +LATENCY=4294967300 is outside 0..30 (the chip keeps at most 32 requests waiting)"),
     ("+LATENCY=" + "4" * 41, "FAIL: +LATENCY=..." + "4" * 40 + " is longer than 40 characters: not a latency, "
-                             "0..31 cycles"),
-    ("+LATENCY", "FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..31)"),
-    ("+LATENCY4", "FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..31)"),
+                             "0..30 cycles"),
+    ("+LATENCY", "FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..30)"),
+    ("+LATENCY4", "FAIL: a plusarg starts +LATENCY but is not +LATENCY=<cycles> (0..30)"),
     ("+WATCHDOG=", "FAIL: +WATCHDOG= is empty: give the cycles a program may run, 1..999999999"),
     ("+WATCHDOG=2e6", "FAIL: +WATCHDOG=2e6 is not a decimal number of cycles, 1..999999999"),
     ("+WATCHDOG=0", "FAIL: +WATCHDOG=0 is outside 1..999999999"),
     ("+WATCHDOG=1000000000", "FAIL: +WATCHDOG=1000000000 is outside 1..999999999"),
     ("+WATCHDOG", "FAIL: a plusarg starts +WATCHDOG but is not +WATCHDOG=<cycles> (1..999999999)"),
+    ("+STALL=91", "FAIL: +STALL=91 is outside 0..90"),
+    ("+STALL=", "FAIL: +STALL= is empty: give a number, 0..90"),
+    ("+STALL=25%", "FAIL: +STALL=25% is not a decimal number, 0..90"),
+    ("+STALL", "FAIL: a plusarg starts +STALL but is not +STALL=<percent> (0..90)"),
+    ("+SEED=x", "FAIL: +SEED=x is not a decimal number, 0..999999999"),
+    ("+SEED=1000000000", "FAIL: +SEED=1000000000 is outside 0..999999999"),
+    ("+SEED", "FAIL: a plusarg starts +SEED but is not +SEED=<number> (0..999999999)"),
 ])
 def test_a_bad_numeric_plusarg_is_one_fail_line_naming_it(arg, expected, small_image):
     for sim in BOTH:

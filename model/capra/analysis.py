@@ -1,8 +1,8 @@
 """Roofline bounds of a GA2 program, read off its code (docs/cycle_model.md).
 
-GA2 moves at most one beat per cycle over its external interface (EXT_WORDS consecutive words of a
-row: one or two) and does at most N*N int8 MACs per cycle. A program can therefore not finish in
-fewer cycles than
+GA2 moves at most one beat per cycle over its external interface (a word, or on a two-word bus the
+words of a row in one aligned pair: isa.dma_beats) and does at most N*N int8 MACs per cycle. A
+program can therefore not finish in fewer cycles than
 
     bound = max(beats of LOAD and STORE, MACs / (N*N))
 
@@ -48,7 +48,8 @@ def roofline(code: list[int]) -> Roofline:
             break
         if ins.op in (isa.OP_LOAD, isa.OP_STORE):
             words += ins.cnt * ins.c
-            beats += isa.dma_beats(ins.cnt, ins.c)
+            f = isa.dma_fields(ins)
+            beats += isa.dma_beats(f.rows, f.cols, f.ext, f.ext_stride)
             transfers += 1
         elif ins.op == isa.OP_MM:
             m = ins.e & 0xFFFF

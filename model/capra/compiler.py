@@ -215,7 +215,7 @@ class _Emitter:
         self.notes.append(note)
         self.t = self.dma.room_at(self.t)
         self.transfers.append(self.dma.issue(self.t, is_load, eff.writes if is_load else eff.reads, eff.cols,
-                                             len(self.notes) - 1))
+                                             len(self.notes) - 1, eff.ext_reads if is_load else eff.ext_writes))
         self.t += 1
         # the chip issues a transfer only when fewer than DMA_QUEUE are in flight, so every transfer
         # DMA_QUEUE or more places before this one has ended, whatever the memory's timing
@@ -656,7 +656,11 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         out.wait_for(carrier[unit], why)
 
     def store(after: int) -> None:
-        """STORE the outputs whose last reader has run (all of them when after = len(compute))."""
+        """STORE the outputs whose last reader has run (all of them when after = len(compute)), once
+        every LOAD is issued: a LOAD issued after a STORE would wait for the STORE's last write
+        to be answered (the DMA orders them, docs/isa.md), and the DMA is the long pole of a step."""
+        if issued < len(units) and after < len(compute):
+            return
         while stores and stores[0][0] <= after and (out.has_room() or after == len(compute)):
             _ready, first, names, words = stores.pop(0)
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")

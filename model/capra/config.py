@@ -14,8 +14,11 @@ machine model, the compiler, the roofline and the replay testbench's defines. It
 
 The RTL takes the chip's values as defines (``Config.rtl_defines()``: ``GA2_SRAM_WORDS_D``,
 ``GA2_DMA_QUEUE_D``, ``GA2_EXT_WORDS_D``, ``GA2_N_D``), so a simulator is built (and cached) per chip
-configuration. Two fields belong to the memory, not the chip: ``ext_latency`` (the replay testbench
-takes it at run time, ``+LATENCY``, so one build serves every latency) and ``ext_memory`` (the
+configuration. Four fields belong to the memory, not the chip: ``ext_latency`` (the replay testbench
+takes it at run time, ``+LATENCY``, so one build serves every latency), ``ext_stall`` and
+``ext_seed`` (a memory whose AXI channels stall that percentage of cycles, on a seeded schedule:
+``capra.dma.StallSchedule``, the testbench's ``+STALL`` and ``+SEED``; the compiler schedules for a
+memory that never stalls, the machine model runs on the one described) and ``ext_memory`` (the
 testbench's memory model is built with ``EXTW`` words).
 
 ``ext_words`` (1 or 2) is the width of the external port in words: with 2, the DMA moves two
@@ -34,9 +37,9 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
-DMA_PENDING = 32  # LOAD words the DMA keeps waiting for their answers (rtl/dma.v PENDING): latency bound
+DMA_PENDING = 32  # requests the DMA keeps waiting for their answers (rtl/dma.v PENDING): latency bound
 SRAM_MIN_WORDS = 2048  # the smallest scratchpad the units' address datapaths are built for (11 bits)
 SRAM_MAX_WORDS = 16384  # the matmul engine counts column tiles in the address width: at most 14 bits
 EXT_WORDS = (1, 2)  # external interface widths built: words per DMA beat
@@ -45,6 +48,8 @@ DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 
 # The largest external memory a configuration has: a LOAD or STORE addresses 32 bits, and the
 # testbench's memory model (and its copy of the expected memory) holds every word, 16 MiB each here.
 EXT_MEMORY_MAX = 1 << 22
+STALL_MAX = 90  # percent of cycles a memory channel may stall (all of them would never answer)
+SEED_MAX = 999_999_999  # the largest stall seed (the replay testbench's +SEED reads nine digits)
 ENV = "GA2_CONFIG"
 ENV_EXT = "GA2_EXT"
 # The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); the memory's fields are not.
@@ -84,12 +89,14 @@ def _shown(text: str) -> str:
 class Config:
     """One GA2 configuration (validated on construction)."""
 
-    ext_latency: int = 4  # the external memory's read latency, cycles from request to answer
+    ext_latency: int = 4  # the external memory's latency: it answers a request 1 + ext_latency cycles after taking it
     sram_words: int = 4096  # the scratchpad, 32-bit words (16 banks: 4 address-range groups x 4 lanes)
     dma_queue: int = 4  # DMA transfers issued and not yet finished
     n: int = 4  # the systolic array is n x n int8 MACs (2, 4 or 8)
     ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
     ext_memory: int = 8192  # the external memory, 32-bit words (1 .. EXT_MEMORY_MAX)
+    ext_stall: int = 0  # percent of cycles each AXI channel of the memory stalls (0: always ready)
+    ext_seed: int = 1  # the stall schedule's seed
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -100,9 +107,9 @@ class Config:
         if self.ext_words not in EXT_WORDS:
             raise ConfigError(f"ext_words={self.ext_words}: it must be 1 or 2 (the external interface moves one "
                               "or two consecutive words of a row per cycle)")
-        if not 0 <= self.ext_latency < DMA_PENDING:
-            raise ConfigError(f"ext_latency={self.ext_latency}: it must be in 0..{DMA_PENDING - 1} (the DMA keeps "
-                              f"at most {DMA_PENDING} reads waiting for their answers)")
+        if not 0 <= self.ext_latency <= DMA_PENDING - 2:
+            raise ConfigError(f"ext_latency={self.ext_latency}: it must be in 0..{DMA_PENDING - 2} (the DMA keeps "
+                              f"at most {DMA_PENDING} requests waiting for their answers)")
         w = self.sram_words
         if w < 1 or w & (w - 1):
             raise ConfigError(f"sram_words={w}: it must be a power of two (the bank of a word is its two "
@@ -112,6 +119,11 @@ class Config:
                               "the units' address datapaths are built for 11 to 14 address bits)")
         if not 1 <= self.dma_queue <= DMA_QUEUE_MAX:
             raise ConfigError(f"dma_queue={self.dma_queue}: it must be in 1..{DMA_QUEUE_MAX}")
+        if not 0 <= self.ext_stall <= STALL_MAX:
+            raise ConfigError(f"ext_stall={self.ext_stall}: it must be in 0..{STALL_MAX} (percent of cycles each "
+                              "channel of the memory stalls)")
+        if not 0 <= self.ext_seed <= SEED_MAX:
+            raise ConfigError(f"ext_seed={self.ext_seed}: it must be in 0..{SEED_MAX}")
         if not 1 <= self.ext_memory <= EXT_MEMORY_MAX:
             raise ConfigError(f"ext_memory={self.ext_memory}: it must be in 1..{EXT_MEMORY_MAX} words (the "
                               "testbench's memory model holds every word)")
@@ -129,13 +141,19 @@ class Config:
         """All fields as ``name=value,...``: parse(key()) == self; names a cache entry."""
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
 
+    def compile_key(self) -> str:
+        """The fields that decide a compiled program: all but the stall schedule (the compiler plans
+        for a memory that never stalls)."""
+        return replace(self, ext_stall=DEFAULT.ext_stall, ext_seed=DEFAULT.ext_seed).key()
+
     def label(self) -> str:
         """The sweep's short name: ``L4 S4096 Q4`` (`` E2`` appended for a two-word interface, `` N8``
         for an array other than 4 x 4, `` X16384`` for another external memory size)."""
         wide = f" E{self.ext_words}" if self.ext_words != DEFAULT.ext_words else ""
         array = f" N{self.n}" if self.n != DEFAULT.n else ""
         memory = f" X{self.ext_memory}" if self.ext_memory != DEFAULT.ext_memory else ""
-        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}{memory}"
+        stall = f" stall {self.ext_stall}% seed {self.ext_seed}" if self.ext_stall else ""
+        return f"L{self.ext_latency} S{self.sram_words} Q{self.dma_queue}{wide}{array}{memory}{stall}"
 
     def rtl_defines(self) -> tuple[str, ...]:
         """The chip's defines (rtl/ga2_cfg.vh); none at the default, so today's builds stay cached."""

@@ -43,7 +43,12 @@ MM_MAX_K = 1024  # rowmem depth (MM_MAX_K / 4 words per row): the longest reduct
 MAX_SHIFT = 47  # requantization shifts above this would overflow the 50-bit rounding datapath
 
 # --- timing constants (cycles) -----------------------------------------------------------------
-DMA_PENDING = _config.DMA_PENDING  # 32 LOAD words requested and not yet answered: latencies up to DMA_PENDING - 1
+DMA_PENDING = _config.DMA_PENDING  # 32 requests sent and not yet answered: latencies up to DMA_PENDING - 2
+
+# why the chip halted (rtl/ga2.v's status output, tb/ga2_tb.v's FAIL line)
+ST_OK, ST_ILLEGAL, ST_EXT_ADDR, ST_EXT_RESP, ST_EXT_PROTOCOL = range(5)
+STATUS_NAMES = {ST_OK: "OK", ST_ILLEGAL: "ILLEGAL", ST_EXT_ADDR: "EXT_ADDR", ST_EXT_RESP: "EXT_RESP",
+                ST_EXT_PROTOCOL: "EXT_PROTOCOL"}
 DIV_CYCLES = 32  # the iterative divider: one quotient bit per cycle
 
 # the matmul engine's pipeline (rtl/ga2_mm.v); the N-dependent ones follow the configuration
@@ -300,9 +305,31 @@ def dma_instr(op: int, sram: int, ext: int, rows: int, cols: int, ext_stride: in
                  e=(ext >> 16) << 16 | sram_stride)
 
 
-def dma_beats(rows: int, cols: int) -> int:
-    """Beats of a DMA transfer: each moves up to EXT_WORDS consecutive words of one row."""
-    return rows * -(-cols // _config.active().ext_words)
+def dma_beat_index(ext_words: np.ndarray, cols: int, bus_words: int | None = None) -> np.ndarray:
+    """The beat of each word of a DMA transfer (rows of `cols` words, row-major), given each word's
+    external address: a beat is one AXI request, one word on a one-word bus; on a two-word bus the
+    words of a row that lie in one aligned pair of addresses (a row starting at an odd address
+    begins with a one-word beat in the upper lane). The one definition of a beat (rtl/dma.v)."""
+    if bus_words is None:
+        bus_words = _config.active().ext_words
+    ext_words = np.asarray(ext_words, dtype=np.int64)
+    if bus_words == 1:
+        return np.arange(len(ext_words))
+    pair = ext_words.reshape(-1, cols) // 2
+    in_row = pair - pair[:, :1]  # the beat of each word within its row
+    per_row = in_row[:, -1] + 1
+    first = np.concatenate(([0], np.cumsum(per_row)[:-1]))
+    return (in_row + first[:, None]).reshape(-1)
+
+
+def dma_beats(rows: int, cols: int, ext: int = 0, ext_stride: int = 0, bus_words: int | None = None) -> int:
+    """Beats of a DMA transfer of rows x cols words from external word `ext` (rows `ext_stride` apart)."""
+    if bus_words is None:
+        bus_words = _config.active().ext_words
+    if bus_words == 1:
+        return rows * cols
+    e_idx = (ext + ext_stride * np.arange(rows, dtype=np.int64)[:, None] + np.arange(cols, dtype=np.int64)).reshape(-1)
+    return int(dma_beat_index(e_idx, cols, bus_words)[-1]) + 1
 
 
 def words_for(n_int8: int) -> int:
@@ -568,7 +595,7 @@ def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: 
         c = np.arange(cols, dtype=np.int64)[None, :]
         s_idx = (sram + r * sst + c).reshape(-1)
         e_idx = (ext + r * est + c).reshape(-1)
-    beats = rows * -(-cols // ext_words)  # dma_beats
+    beats = int(dma_beat_index(e_idx, cols, ext_words)[-1]) + 1
     if load:
         return Effects("dma", _NONE, s_idx, e_idx, _NONE, beats, cols)
     return Effects("dma", s_idx, _NONE, _NONE, e_idx, beats, cols)

@@ -5,8 +5,10 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
 
 * Timing is deterministic by construction. The sequencer decodes one instruction per cycle; a
   compute instruction (MM, VEC, SMAX) holds it for the cycles its formula gives; DMA transfers run
-  in the background (``dma.DmaTimeline``): LOAD / STORE wait only while DMA_QUEUE transfers are in
-  flight, WAIT keep and HALT until few enough are.
+  in the background (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the
+  engine beat by beat on a memory that stalls on a ``dma.StallSchedule``, the configuration's
+  ``ext_stall``): LOAD / STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and
+  HALT until few enough are.
 * Data results do not depend on timing, the model's or any memory's, because a compute
   instruction may not conflict with a transfer that may still be in flight (``dma.conflict``,
   ``HazardError``): touch the scratchpad words a LOAD writes, write the words a STORE reads, write
@@ -29,8 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import config as _config
 from . import isa
-from .dma import DmaTimeline, Transfer, conflict
+from .dma import DmaTimeline, StallSchedule, Transfer, conflict
 from .isa import (
     EXP_TABLE,
     INT8_MAX,
@@ -105,11 +108,16 @@ class Machine:
     dma: DmaTimeline = field(init=False)
     issued: list[Transfer] = field(default_factory=list)  # every transfer, in issue order
     known_done: int = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
+    stall: StallSchedule | None = None  # a memory that is not always ready (None: the configuration's)
 
     def __post_init__(self) -> None:
         if self.ext_latency is None:
             self.ext_latency = isa.EXT_LATENCY
-        self.dma = DmaTimeline(self.ext_latency)
+        if self.stall is None:
+            cfg = _config.active()
+            if cfg.ext_stall:
+                self.stall = StallSchedule(cfg.ext_stall, cfg.ext_seed)
+        self.dma = DmaTimeline(self.ext_latency, stall=self.stall)
 
     def copy(self) -> Machine:
         """An independent copy of the whole state, for a search that tries an instruction and may go
@@ -126,13 +134,15 @@ class Machine:
 
     @classmethod
     def with_ext(cls, ext: list[int] | np.ndarray, extw: int | None = None, trace: bool = False,
-                 ext_latency: int | None = None, events: bool = False) -> Machine:
+                 ext_latency: int | None = None, events: bool = False,
+                 stall: StallSchedule | None = None) -> Machine:
         words = np.zeros(extw if extw is not None else len(ext), dtype=np.uint32)
         image = np.asarray(ext, dtype=np.int64) & 0xFFFFFFFF
         if len(image) > len(words):
             raise ProgramError(f"external image of {len(image)} words exceeds EXTW={len(words)}")
         words[: len(image)] = image
-        return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency, events=[] if events else None)
+        return cls(ext=words, trace=[] if trace else None, ext_latency=ext_latency, events=[] if events else None,
+                   stall=stall)
 
     def _event(self, kind: str, pc: int, unit: str, cycle: int | None = None) -> None:
         if self.events is not None:
@@ -169,10 +179,10 @@ class Machine:
         if load:
             self.sram[eff.writes] = self.ext[eff.ext_reads]
             self.written[eff.writes] = True
-            x = self.dma.issue(self.t, True, eff.writes, eff.cols, pc)
+            x = self.dma.issue(self.t, True, eff.writes, eff.cols, pc, eff.ext_reads)
         else:
             self.ext[eff.ext_writes] = self.sram[eff.reads]
-            x = self.dma.issue(self.t, False, eff.reads, eff.cols, pc)
+            x = self.dma.issue(self.t, False, eff.reads, eff.cols, pc, eff.ext_writes)
         if self.events is not None:
             self.events += [Event(x.setup, "setup", pc, "dma"), Event(x.end - 1, "end", pc, "dma")]
         # issued only with fewer than DMA_QUEUE in flight: those DMA_QUEUE or more places back have ended
@@ -332,8 +342,9 @@ def disassemble(ins: Instr) -> str:
 
 
 def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None,
-                ext_latency: int | None = None) -> Machine:
-    """Run `code` on a fresh machine whose external memory starts as `ext` (zero-padded to extw)."""
-    m = Machine.with_ext(ext, extw, ext_latency=ext_latency)
+                ext_latency: int | None = None, stall: StallSchedule | None = None) -> Machine:
+    """Run `code` on a fresh machine whose external memory starts as `ext` (zero-padded to extw),
+    on a memory that is always ready or stalls on `stall`'s schedule."""
+    m = Machine.with_ext(ext, extw, ext_latency=ext_latency, stall=stall)
     m.run(list(code))
     return m

@@ -48,7 +48,8 @@ _found: dict[tuple, ContextLimit] = {}
 def largest_context(model: dict) -> ContextLimit:
     """The largest context whose decode program compiles on the active configuration, by bisection
     (a larger context needs more of every memory, so the contexts that compile are 1 .. largest)."""
-    key = (config.active().key(), tuple((k, np.shape(v)) for k, v in sorted(model.items()) if hasattr(v, "shape")))
+    shapes = tuple((k, np.shape(v)) for k, v in sorted(model.items()) if hasattr(v, "shape"))
+    key = (config.active().compile_key(), shapes)
     if key not in _found:
         first = compile_error(model, 1)
         if first is not None:

@@ -50,7 +50,7 @@ class ProgramCache:
     def key(self, m: Mapping, contexts: Sequence[int], ranges: Mapping[str, float],
             calib: Sequence[Mapping] | None = None) -> Key:
         return (model_fingerprint(m), tuple(sorted((g, float(r)) for g, r in ranges.items())),
-                _digest(calib), config.active().key(), tuple(int(n) for n in contexts))
+                _digest(calib), config.active().compile_key(), tuple(int(n) for n in contexts))
 
     def get(self, m: Mapping, contexts: Sequence[int], ranges: Mapping[str, float],
             calib: Sequence[Mapping] | None = None) -> Program:

@@ -47,6 +47,12 @@ def _tb_maxwords() -> int | None:
     return int(match.group(1)) if match else None
 
 
+def memory_plusargs(cfg: capra_config.Config) -> tuple[str, ...]:
+    """The testbench's plusargs for the configuration's memory stalls (none for a memory that is
+    always ready: the testbench's default)."""
+    return (f"+STALL={cfg.ext_stall}", f"+SEED={cfg.ext_seed}") if cfg.ext_stall else ()
+
+
 def testbench_defines(image_words: int, cfg: capra_config.Config | None = None, *extra: str) -> tuple[str, ...]:
     """The replay testbench's defines for an image of `image_words` words on configuration `cfg`
     (default: the active one): its memory and chip (``Config.testbench_defines``), DUMP, `extra`,
@@ -76,7 +82,7 @@ def _run_one(sim: Simulator, image: Path, job: Replay, defines: tuple[str, ...],
     start = time.perf_counter()
     try:
         rc, output = sim.run(GA2_FILES, GA2_TOP, defines=defines, timeout=timeout,
-                             plusargs=(f"+PROG={image}", f"+LATENCY={latency}"))
+                             plusargs=(f"+PROG={image}", f"+LATENCY={latency}", *memory_plusargs(cfg)))
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:  # a failed build, a run that hangs
         rc, output = -1, f"FAIL: could not run {sim.name}: " + " | ".join(str(error).strip().splitlines()[:3])
     verdict = judge(sim.name, rc, output, len(job.records), dump=True, expected=[r.counters for r in job.records])

@@ -45,7 +45,7 @@ CACHE_ENV = "CAPRA_SIM_CACHE"
 
 # The replay testbench. The simulators find the modules ga2 instantiates in rtl/ by name ("-y"), so
 # a new module in its own file needs no change here.
-GA2_FILES = ("rtl/ga2.v", "tb/extmem_rw.v", "tb/ga2_tb.v")
+GA2_FILES = ("rtl/ga2.v", "tb/axi_mem.v", "tb/ga2_sys.v", "tb/ga2_tb.v")
 GA2_TOP = "ga2_tb"
 
 INSTALL_HINT = {

@@ -67,7 +67,7 @@ def rtl_events(records: Sequence[Record], sim: Simulator, folder_name: str = "ti
                ) -> tuple[Verdict, list[list[Event]]]:
     """Replay `records` in `sim` with +TIMELINE (in the build every replay uses); the verdict and
     each program's events."""
-    from . import testbench_defines  # the package's, defined beside replay_all
+    from . import memory_plusargs, testbench_defines  # the package's, defined beside replay_all
 
     cfg = capra_config.active() if cfg is None else cfg
     latency = cfg.ext_latency if latency is None else latency
@@ -75,7 +75,7 @@ def rtl_events(records: Sequence[Record], sim: Simulator, folder_name: str = "ti
         path = run / "timeline.hex"
         words = write_image(records, path)
         defines = testbench_defines(len(words), cfg)
-        plusargs = (f"+PROG={path}", f"+LATENCY={latency}", TIMELINE_PLUSARG)
+        plusargs = (f"+PROG={path}", f"+LATENCY={latency}", *memory_plusargs(cfg), TIMELINE_PLUSARG)
         rc, output = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=plusargs)
     verdict = judge(sim.name, rc, output, len(records), dump=True, expected=[r.counters for r in records])
     return verdict, parse_events(output, [r.code for r in records])

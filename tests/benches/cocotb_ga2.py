@@ -2,21 +2,17 @@
 
 For each program the test writes the code and a HALT (four zero words, so the code never runs into what an
 earlier program left in the instruction memory) through ga2's imem port while rst is high, as tb/ga2_tb.v
-does, and sets the external memory image in tb/extmem_rw.v's `mem` array. The scratchpad is not cleared: a
+does, and sets the external memory image in tb/axi_mem.v's `mem` array. The scratchpad is not cleared: a
 program only reads scratchpad words it wrote (the machine model rejects any other). Then reset is released
 and the test waits for `halted`. Every external memory word and the five counters c0..c4 must equal what
 model/capra/machine.py:run_program says for the wrapper's read latency (the expected values come from the
 model only). Programs: random valid ones from capra.randprog.random_program and the hand-written ones of
 capra.randprog.handwritten_programs.
 
-Built with RANDOM_READY = 1, the external memory refuses a request about one cycle in four, which the
-model's cycle counts do not assume: then the memory must still equal the model's, the compute counters
-c2 and c3 too (the units never wait for memory), and c0, c1 and c4 may only grow; at least one program
-must actually have been slowed down. There every program runs with a WAIT before each compute
-instruction: the model clears a compute instruction that overlaps a transfer for the cycles the
-transfer takes with an always-ready memory, and a refused request moves those cycles (a transfer
-still in flight when the model had it finished can meet the instruction on a word or a bank port:
-random_program(1106015382) did), so overlap is exact only with the memory the model assumes.
+Built with STALL > 0 the memory stalls each AXI channel in that percentage of cycles, on the seeded
+schedule of capra.dma.StallSchedule (SEED): the model runs on the same schedule, so the memory and all
+five counters must still equal the model's exactly, and at least one program must actually have been
+slowed down by the stalls (its c0 above the always-ready memory's).
 
 A second test runs programs with an illegal instruction (an unknown opcode, a reserved bit set in word 0
 bits 19:16 or, but for LOAD and STORE, word 3 bits 31:24, WAIT keeping isa.DMA_QUEUE transfers or more):
@@ -29,6 +25,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 from capra import HazardError, ProgramError, asm, isa
+from capra.dma import StallSchedule
 from capra.isa import Instr
 from capra.machine import run_program
 from capra.randprog import SPAN as EXTW
@@ -39,6 +36,7 @@ from benches.cocotb_util import Cycles, rng, show, start_clock, value
 RANDOM_PROGRAMS = 40
 COUNTERS = ("c0", "c1", "c2", "c3", "c4")
 COUNTER_NAMES = ("cycles", "dma_busy", "mm_busy", "vec_busy", "dma_stall")
+ST_ILLEGAL = 1  # rtl/ga2_defs.vh: why the chip halted
 ILLEGAL_WATCHDOG = 400  # cycles; each illegal program halts within a LOAD and a WAIT
 MISMATCHES_SHOWN = 8
 RESET_CYCLES = 2  # rst stays high this long after the code is in
@@ -60,7 +58,8 @@ class Bench:
             getattr(dut, name).value = 0
         dut.rst.value = 1
         self.latency = int(dut.LATENCY.value)
-        self.not_ready = int(dut.RANDOM_READY.value) != 0
+        stall = int(dut.STALL.value)
+        self.stall = StallSchedule(stall, int(dut.SEED.value)) if stall else None
         assert int(dut.EXTW.value) == EXTW, f"ga2_wrap EXTW={int(dut.EXTW.value)}, capra.randprog.SPAN={EXTW}"
 
     async def load(self, code: list[int], image: list[int]) -> None:
@@ -76,7 +75,7 @@ class Bench:
             dut.imem_wdata.value = word & 0xFFFFFFFF
             await self.cycles.next()
         dut.imem_we.value = 0
-        mem = dut.u_ext.mem
+        mem = dut.u_sys.u_ext.mem
         for addr, word in enumerate(image):
             mem[addr].value = word
         await self.cycles.next(RESET_CYCLES)
@@ -97,20 +96,8 @@ class Bench:
 
     def read_ext(self) -> list[int | str]:
         """Every external word, from the memory array (the chip is halted)."""
-        mem = self.dut.u_ext.mem
+        mem = self.dut.u_sys.u_ext.mem
         return [value(mem[addr]) for addr in range(EXTW)]
-
-
-def without_overlap(code: list[int]) -> list[int]:
-    """The program with a WAIT before every compute instruction: no transfer is in flight while one
-    runs, so its results do not depend on how long the memory takes."""
-    out: list[int] = []
-    for i in range(0, len(code), isa.WORDS_PER_INSTR):
-        words = list(code[i : i + isa.WORDS_PER_INSTR])
-        if Instr.decode(words).op in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):
-            out += asm.wait()
-        out += words
-    return out
 
 
 def compare_ext(what: str, got: list[int | str], want, source: str = "model says") -> list[str]:
@@ -129,32 +116,31 @@ async def test_ga2_programs_match_the_machine_model(dut):
     programs = [(f"random_program({seed})", *random_program(seed, ext_latency=bench.latency))
                 for seed in (r.getrandbits(31) for _ in range(RANDOM_PROGRAMS))]
     programs += [(f"handwritten '{name}'", code, ext) for name, code, ext in handwritten_programs()]
-    if bench.not_ready:
-        programs = [(what, without_overlap(code), ext) for what, code, ext in programs]
     failures: list[str] = []
     words = stored = slowed = 0
     for what, code, ext in programs:
         image = ext_image(ext)
-        mach = run_program(code, image, EXTW, ext_latency=bench.latency)  # the expected values: the model only
+        # the expected values: the model only, on the same memory
+        mach = run_program(code, image, EXTW, ext_latency=bench.latency, stall=bench.stall)
         want_counters = mach.counters.as_list()
+        if bench.stall is not None:
+            slowed += want_counters[0] > run_program(code, image, EXTW, ext_latency=bench.latency).counters.cycles
         await bench.load(code, image)
         halted = await bench.run(want_counters[0], watchdog=2 * want_counters[0] + 1000)
         if not halted:
             failures.append(f"{what}: not halted after {2 * want_counters[0] + 1000} cycles "
                             f"(model: {want_counters[0]})")
             continue
-        if value(dut.illegal) != 0:
-            failures.append(f"{what}: halted with illegal high")
+        if value(dut.illegal) != 0 or value(dut.status) != 0:
+            failures.append(f"{what}: halted with illegal {value(dut.illegal)}, status {value(dut.status)} "
+                            f"(pc {value(dut.status_pc)})")
         got_counters = bench.counters()
         await cycles.next(3)
         if bench.counters() != got_counters:
             failures.append(f"{what}: counters still move after halted: {got_counters} -> {bench.counters()}")
         for c, name, g, w in zip(COUNTERS, COUNTER_NAMES, got_counters, want_counters):
-            if bench.not_ready and c in ("c0", "c1", "c4") and g >= w:
-                continue  # a memory that is not always ready may only add cycles
             if g != w:
                 failures.append(f"{what}: {c} ({name}) = {g}, model says {w}")
-        slowed += got_counters[0] > want_counters[0]
         got = bench.read_ext()
         failures += compare_ext(what, got, mach.ext)
         words += len(got)
@@ -164,7 +150,7 @@ async def test_ga2_programs_match_the_machine_model(dut):
     dut._log.info("ga2: %d programs, %d external words and %d counters compared (%d words written by the "
                   "programs)", len(programs), words, 5 * len(programs), stored)
     assert stored > 0, "no program changed the external memory"
-    assert slowed > 0 or not bench.not_ready, "the memory's refusals delayed no program: nothing was tested"
+    assert slowed > 0 or bench.stall is None, "the memory's stalls delayed no program: nothing was tested"
     assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures)
 
 
@@ -230,8 +216,10 @@ async def test_ga2_illegal_instructions_halt_with_memory_unchanged(dut):
         if not await bench.run(1, ILLEGAL_WATCHDOG):
             failures.append(f"{what}: not halted after {ILLEGAL_WATCHDOG} cycles")
             continue
-        if value(dut.illegal) != 1:
-            failures.append(f"{what}: halted with illegal low")
+        if value(dut.illegal) != 1 or value(dut.status) != ST_ILLEGAL or value(dut.status_pc) != index:
+            failures.append(f"{what}: halted with illegal {value(dut.illegal)}, status {value(dut.status)} at "
+                            f"instruction {value(dut.status_pc)}; expected illegal 1, status {ST_ILLEGAL} "
+                            f"(ILLEGAL) at instruction {index}")
         await cycles.next(3)
         failures += compare_ext(what, bench.read_ext(), image, "loaded as")
     dut._log.info("ga2: %d illegal programs, %d external words compared", len(cases), len(cases) * EXTW)

@@ -25,7 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
+from capra import config
 from capra.config import ConfigError
 from replay import runs
 from replay.runs import UserError, allow_children, kill_children, note
@@ -115,6 +117,27 @@ def at_least(lo: int) -> Callable[[str], int]:
 
     parse.__name__ = "integer"
     return parse
+
+
+def memory_arguments(ap: argparse.ArgumentParser) -> None:
+    """--stall and --stall-seed: a memory whose AXI channels stall (capra.dma.StallSchedule)."""
+    ap.add_argument("--stall", type=int_range(0, config.STALL_MAX), default=None,
+                    help=f"percent of cycles each AXI channel of the memory stalls, 0..{config.STALL_MAX} (default: "
+                         "the configuration's, 0 unless GA2_CONFIG sets ext_stall); the model runs on the same "
+                         "schedule")
+    ap.add_argument("--stall-seed", type=int_range(0, config.SEED_MAX), default=None,
+                    help=f"the stall schedule's seed, 0..{config.SEED_MAX} (default: the configuration's, 1)")
+
+
+@contextmanager
+def memory(args: argparse.Namespace) -> Iterator[config.Config]:
+    """The active configuration with the memory --stall and --stall-seed describe, while the
+    command runs."""
+    cfg = config.active()
+    changes = {name: value for name, value in (("ext_stall", args.stall), ("ext_seed", args.stall_seed))
+               if value is not None}
+    with config.use(replace(cfg, **changes)) as active:
+        yield active
 
 
 # ---- running -------------------------------------------------------------------------------------

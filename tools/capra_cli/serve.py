@@ -39,7 +39,7 @@ from capra import CompileError, config
 from capra.analysis import roofline
 from replay import image, runs
 
-from .common import Parser, finish, int_range, require_decode
+from .common import Parser, finish, int_range, memory, memory_arguments, require_decode
 
 B_MAXES = (1, 2, 4, 8)
 WINDOWS = (None, 8)
@@ -173,9 +173,15 @@ def arguments(ap: Parser) -> None:
                     help=f"pages in the pool, {PAGE} rows each, 8..4096 (default 64)")
     ap.add_argument("--replay", choices=("one", "all", "none"), default="one",
                     help="replay the B_max=4, W=8 run (one, default), every run (all), or none on the RTL")
+    memory_arguments(ap)
 
 
 def main(args) -> int:
+    with memory(args):
+        return _main(args)
+
+
+def _main(args) -> int:
     require_decode(32, "serving")
     if args.replay != "none":
         replay.require()

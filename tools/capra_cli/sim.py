@@ -2,6 +2,8 @@
 of 8 and a window of 4, each replayed on the RTL in Icarus and in Verilator.
 
 Usage: python tools/ch15_run.py        (``make sim`` runs it; also ``capra sim``)
+       python tools/ch15_run.py --stall 25 [--stall-seed 7]   (make sim STALL=25: a memory whose
+       channels stall; the model runs on the same schedule, so every counter is still exact)
 
 Prints the book's three sections with this project's numbers: the checks, the rule and the pages
 in use, the replays and a table of cycles per step with the totals, what one more token of context
@@ -27,7 +29,7 @@ import tiny_lm as T
 from capra import config
 from replay import image, runs
 
-from .common import Parser, finish, require_decode
+from .common import Parser, finish, memory, memory_arguments, require_decode
 
 N_STEPS = 32
 PAGE = 4
@@ -38,7 +40,8 @@ RUN_VERDICT = "PASS"  # out/ch15_run.json holds this verdict: written only by a 
 
 
 def arguments(ap: Parser) -> None:
-    """No options: the chapter's run is fixed."""
+    """The chapter's run is fixed; only the memory may stall (make sim STALL=25)."""
+    memory_arguments(ap)
 
 
 def section_checks() -> list[str]:
@@ -138,6 +141,11 @@ def shape_problems(cycles: dict) -> list[str]:
 
 
 def main(args) -> int:
+    with memory(args):
+        return _main()
+
+
+def _main() -> int:
     require_decode(N_STEPS, "the chapter's run")
     replay.require()
     cfg = config.active()

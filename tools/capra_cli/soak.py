@@ -16,7 +16,9 @@ A program the testbench stops at (FAIL or MISMATCH) is counted as a mismatch, it
 under out/soak/, and the rest of its batch is replayed after it, so every program is checked.
 
 The chip and the model follow the active configuration (GA2_CONFIG, docs/design_space.md), e.g.
-GA2_CONFIG="ext_words=2" python tools/soak.py -n 2000.
+GA2_CONFIG="ext_words=2" python tools/soak.py -n 2000. With --stall P the memory's AXI channels stall
+P percent of the cycles (capra.dma.StallSchedule, a seed of its own per batch), and the model runs
+on the same schedule: the counters must still be exact.
 
 Progress is one line per batch. The run is resumable: out/soak/state-<key>.json (one per seed,
 batch size and configuration; written to a temporary file, then renamed) records the finished
@@ -36,7 +38,7 @@ import json
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import replay
@@ -85,9 +87,15 @@ class Batch:
     count: int
     latency: int
     seed: int
+    stall: int = 0  # percent of cycles each memory channel stalls
 
     def seeds(self) -> list[int]:
         return [self.seed * SEED_STRIDE + SEED_BASE + self.first + i for i in range(self.count)]
+
+    def memory(self) -> config.Config:
+        """The active configuration with this batch's stalls (a schedule seed of its own)."""
+        stall_seed = (self.seed * 100_003 + self.index) % config.SEED_MAX + 1
+        return replace(config.active(), ext_stall=self.stall, ext_seed=stall_seed)
 
 
 @dataclass
@@ -97,9 +105,9 @@ class Outcome:
     mismatches: list[dict] = field(default_factory=list)
 
 
-def batches(n: int, size: int, seed: int) -> list[Batch]:
+def batches(n: int, size: int, seed: int, stall: int = 0) -> list[Batch]:
     rotation = latencies()
-    return [Batch(b, first, min(size, n - first), rotation[b % len(rotation)], seed)
+    return [Batch(b, first, min(size, n - first), rotation[b % len(rotation)], seed, stall)
             for b, first in enumerate(range(0, n, size))]
 
 
@@ -111,7 +119,7 @@ def _replay(sim, records: list[image.Record], path: Path, latency: int,
     image.write_image(records[first:], path)
     try:
         _rc, out = sim.run(GA2_FILES, GA2_TOP, defines=defines(), timeout=SIM_TIMEOUT,
-                           plusargs=(f"+PROG={path}", f"+LATENCY={latency}"))
+                           plusargs=(f"+PROG={path}", f"+LATENCY={latency}", *replay.memory_plusargs(config.active())))
     except Exception as error:  # a build or a run that breaks (or hangs) fails the check, and says why
         return None, f"FAIL: {sim.name} could not run: {str(error).strip().splitlines()[0][:200]}", {}
     line = verdict_line(out)
@@ -124,6 +132,11 @@ def _replay(sim, records: list[image.Record], path: Path, latency: int,
 
 def run_batch(batch: Batch) -> Outcome:
     """Generate, model and replay one batch in both simulators (runs in a worker process)."""
+    with config.use(batch.memory()):
+        return _run_batch(batch)
+
+
+def _run_batch(batch: Batch) -> Outcome:
     seeds = batch.seeds()
     records = [image.record(*random_program(s, ext_latency=batch.latency), ext_latency=batch.latency)
                for s in seeds]
@@ -154,25 +167,27 @@ def run_batch(batch: Batch) -> Outcome:
 # ---- state ---------------------------------------------------------------------------------------
 
 
-def state_path(seed: int, size: int) -> Path:
+def state_path(seed: int, size: int, stall: int = 0) -> Path:
     """Where the run of these settings on the active configuration keeps its state: a file per
-    seed, batch size and configuration, so two configurations can soak at once."""
-    key = hashlib.sha256(f"{seed}|{size}|{config.active().key()}".encode()).hexdigest()[:12]
+    seed, batch size, stall rate and configuration, so two configurations can soak at once."""
+    key = hashlib.sha256(f"{seed}|{size}|{config.active().key()}|stall{stall}".encode()).hexdigest()[:12]
     return SOAK_DIR / f"state-{key}.json"
 
 
-def load_state(seed: int, size: int, fresh: bool) -> dict:
+def load_state(seed: int, size: int, fresh: bool, stall: int = 0) -> dict:
     """The finished batches of an earlier run with the same --seed, --batch, configuration and
     sources (none with fresh, or when the sources changed since: that run checked other code)."""
     chip, sources = config.active().key(), sources_hash()
-    empty = {"seed": seed, "batch": size, "config": chip, "sources": sources, "done": {}, "seconds": 0.0}
-    path = state_path(seed, size)
+    empty = {"seed": seed, "batch": size, "stall": stall, "config": chip, "sources": sources, "done": {},
+             "seconds": 0.0}
+    path = state_path(seed, size, stall)
     if fresh or not path.exists():
         return empty
     try:
         state = json.loads(path.read_text())
         state["done"], state["seconds"] = dict(state["done"]), float(state["seconds"])
-        if not _well_formed(state) or state["seed"] != seed or state["batch"] != size or state["config"] != chip:
+        if (not _well_formed(state) or state["seed"] != seed or state["batch"] != size or state["config"] != chip
+                or state.get("stall", 0) != stall):
             raise ValueError("not this run's state")
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         raise ToolError(f"{path} is not a soak state of these settings; remove it or run with --fresh") from None
@@ -196,7 +211,7 @@ def _well_formed(state: dict) -> bool:
 
 def save_state(state: dict) -> None:
     """Write the state next to its place, then rename it there: never half a file."""
-    runs.write_json(state_path(state["seed"], state["batch"]), state)
+    runs.write_json(state_path(state["seed"], state["batch"], state.get("stall", 0)), state)
 
 
 def totals(state: dict, plan: list[Batch]) -> tuple[int, int]:
@@ -226,6 +241,9 @@ def arguments(ap: Parser) -> None:
                     help="programs per simulator run, 1..5000 (default 250)")
     ap.add_argument("-j", "--jobs", type=int_range(1, 64), default=2,
                     help="batches at once, 1..64 (default 2, the machine's cores)")
+    ap.add_argument("--stall", type=int_range(0, config.STALL_MAX), default=0,
+                    help=f"percent of cycles each AXI channel of the memory stalls, 0..{config.STALL_MAX} (default 0: "
+                         "always ready); the model runs on the same seeded schedule")
     ap.add_argument("--fresh", action="store_true", help="forget the saved state of this run and start over")
 
 
@@ -233,9 +251,11 @@ def main(args) -> int:
     if config.active().ext_memory < SPAN:
         raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
                         f"{config.active().ext_memory}")
-    state = load_state(args.seed, args.batch, args.fresh)
+    state = load_state(args.seed, args.batch, args.fresh, args.stall)
     replay.require()
-    plan = batches(args.programs, args.batch, args.seed)
+    plan = batches(args.programs, args.batch, args.seed, args.stall)
+    if args.stall:
+        print(f"memory: every AXI channel stalls {args.stall}% of the cycles (a schedule seed per batch)", flush=True)
     if config.active() != config.DEFAULT:
         print(f"configuration: {config.active().label()} (GA2_CONFIG; the chip is built for it)", flush=True)
     todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
@@ -257,7 +277,8 @@ def main(args) -> int:
         save_state(state)
         checked, bad = totals(state, plan)
         rate = checked / state["seconds"] if state["seconds"] else 0.0
-        print(f"  batch {b.index + 1:4d}/{len(plan)} (latency {b.latency:2d}): {outcome.programs} programs, "
+        memory = f"latency {b.latency:2d}" + (f", stall {b.stall}%" if b.stall else "")
+        print(f"  batch {b.index + 1:4d}/{len(plan)} ({memory}): {outcome.programs} programs, "
               f"{len(outcome.mismatches)} mismatches; {checked}/{args.programs} checked, {bad} mismatches, "
               f"{rate:.1f} programs/s", flush=True)
         for m in outcome.mismatches:
