@@ -431,7 +431,7 @@ class PagedChip:
         A record (``host.Step``, read like the book's dict) holds: L (step, from 1), ctx (context
         size), code and ext (the program and its memory image, for the RTL replay), logits (floats),
         ints (int8 logits), tok (the chip's argmax), pages (pages in use when the step starts) and
-        counters (the machine model's five cycle counters). ``force`` (a token list with force[0] =
+        counters (the machine model's seven cycle counters). ``force`` (a token list with force[0] =
         start) feeds force[L] as the next input instead of the chip's choice (teacher forcing).
         """
         _token(start, "start")

@@ -1,16 +1,23 @@
 `timescale 1ns/1ps
 `default_nettype none
 `include "ga2_cfg.vh"
-// ga2: the top. Instruction fetch and decode, dispatch to the units, the DMA engine, the five
-// cycle counters, halt.
+// ga2: the top. Instruction fetch and decode, issue to the units, the DMA engine, the counters, halt.
 // Instruction memory: four banks (word 0..3 of every instruction), each IMEM_INSTRS x 32 with a
 // synchronous read, so one whole instruction is read per cycle. The sequencer presents the address
 // of the instruction it will decode next cycle: the one it decodes now, or the next one when this
-// one goes ahead. Per instruction:
+// one goes ahead. Two compute engines run side by side, one instruction each: the matmul engine
+// with the vector unit (they share the requant bank) and the softmax unit. Per instruction:
 //   LOAD/STORE  hand the transfer to the DMA engine and go on (stall first while QUEUE are in flight)
-//   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is
-//   QCFG        set the quantization registers qa, qb, qs and the bias address
-//   MM/VEC/SMAX start the unit in the decode cycle and wait for its done cycle
+//   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is and both
+//               engines are idle
+//   QCFG        set the quantization registers qa, qb, qs and the bias address (a unit copies them
+//               when it starts, so a QCFG never waits for one)
+//   MM/VEC/SMAX wait until the engine has finished its last instruction, start the unit in the
+//               issue cycle and go on
+//   LOAD, STORE, MM, VEC and SMAX first wait until every other engine is idle, unless they have
+//   OVERLAP (w0 bit 16): then they may start beside it.
+// Holding an instruction is counted: c4 while the DMA queue is full (or WAIT / HALT wait for
+// transfers), else h_unit while its own engine is busy, else h_sync while it waits for the others.
 // `status` says why the chip halted and `status_pc` names the instruction at fault:
 //   ST_OK            HALT (or still running)
 //   ST_ILLEGAL       an illegal instruction, or running past the last instruction of the memory
@@ -23,7 +30,8 @@
 // without rows, reduction or columns, a reduction past GA2_MM_MAX_K or a column window outside the
 // matrix, a VEC of an unknown sub-op, a VEC or SMAX of no elements, a QCFG shift past GA2_MAX_SHIFT.
 // The machine model refuses the same instructions, and a program reaching past the memory.
-// Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy, c4 cycles stalled on the DMA.
+// Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy (+2 in a cycle both run),
+// c4 cycles stalled on the DMA, h_unit and h_sync cycles held for an engine (above).
 // The external port is the DMA engine's AXI4 master (see rtl/dma.v), 32 * GA2_EXT_WORDS data bits,
 // byte addresses. A LOAD/STORE's external word address is {w3[31:16], b} and its SRAM stride w3[15:0].
 module ga2 (
@@ -43,6 +51,8 @@ module ga2 (
     output reg  [31:0] c2,
     output reg  [31:0] c3,
     output reg  [31:0] c4,
+    output reg  [31:0] h_unit,
+    output reg  [31:0] h_sync,
     output reg  [2:0]  status,       // why it halted: ST_DONE, or the fault (see the header)
     output reg  [9:0]  status_pc,    // the instruction at fault
     input  wire [31:0] ext_limit,    // words of external memory (held steady from reset on)
@@ -89,8 +99,11 @@ module ga2 (
     localparam integer QW  = GA2_DMA_QW;     // bits of a count of transfers 0..QUEUE
     localparam integer EW  = GA2_EXT_WORDS;  // words of a DMA beat
 
-    reg            executing;
-    reg [3:0]      cur_op;
+    reg            mv_busy, mv_is_mm;  // the matmul/vector engine runs an instruction; an MM
+    reg            sm_busy;            // the softmax engine runs one
+    /* verilator lint_off UNUSEDSIGNAL */
+    reg [IAW-1:0]  mv_pc, sm_pc;       // the instruction each engine runs: the testbench's timeline reads them
+    /* verilator lint_on UNUSEDSIGNAL */
     reg [IAW-1:0]  pc;
     reg [15:0]     qa, qb;
     reg [SAW-1:0]  qbias;
@@ -116,24 +129,32 @@ module ga2 (
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
     wire [15:0] cnt   = w0[15:0];
-    wire [3:0]  reserved = w0[19:16];  // must be zero: an instruction using them is illegal
+    wire [2:0]  reserved = w0[19:17];  // must be zero: an instruction using them is illegal
+    wire        overlap = w0[16];
     wire [15:0] fa = w1[15:0];
     wire [15:0] fb = w1[31:16];
     wire [15:0] fc = w2[15:0];
     wire [15:0] fd = w2[31:16];
 
     wire       running  = !halted;
-    wire       fetching = running && !executing;
+    wire       fetching = running;
     wire [QW-1:0] inflight;
     wire       dma_busy;
     wire       dma_err, dma_quiet;  // a fault of the memory port; nothing on its way any more
     wire       is_dma  = (op == OP_LOAD) || (op == OP_STORE);
     wire       compute = (op == OP_MM) || (op == OP_VEC) || (op == OP_SMAX);
+    wire       on_sm   = (op == OP_SMAX);
     // WAIT and HALT wait for transfers to finish; LOAD/STORE for room in the queue
     wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[QW-1:0])
                                     || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
                                     || (op == OP_HALT && inflight != {QW{1'b0}}));
-    wire       go    = !rst && fetching && !stall && !dma_err;  // nothing new after a fault
+    // a compute instruction waits for its engine; without OVERLAP for the others (a transfer: both), HALT for both
+    wire       own_busy   = on_sm ? sm_busy : mv_busy;
+    wire       other_busy = !compute ? (mv_busy || sm_busy) : on_sm ? mv_busy : sm_busy;
+    wire       hold_u = fetching && compute && own_busy;
+    wire       hold_s = fetching && (((is_dma || compute) && !overlap && other_busy)
+                                     || (op == OP_HALT && (mv_busy || sm_busy)));
+    wire       go    = !rst && fetching && !stall && !hold_u && !hold_s && !dma_err;  // nothing new after a fault
     // the fields each opcode must have (see the header); 17 bits so that M = 0xFFFF cannot wrap
     localparam [16:0] LANES17 = GA2_LANES[16:0];
     wire [16:0] mm_tiles = ({1'b0, w3[15:0]} + LANES17 - 17'd1) / LANES17;  // column tiles of M
@@ -147,11 +168,11 @@ module ga2 (
                          : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
                          : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])
                          : 1'b1;
-    wire       known_op = (op <= OP_SMAX) && (reserved == 4'd0) && (is_dma || w3[31:24] == 8'd0) && fields_ok;
+    wire       known_op = (op <= OP_SMAX) && (reserved == 3'd0) && (is_dma || w3[31:24] == 8'd0) && fields_ok
+                          && (!overlap || is_dma || compute);
     wire       legal_go = go && known_op;
-    wire       unit_done;
     // the instruction after this one is decoded next cycle
-    wire       advance  = !rst && ((legal_go && op != OP_HALT && !compute) || (executing && unit_done));
+    wire       advance  = !rst && legal_go && op != OP_HALT;
     wire       pc_last  = (pc == {IAW{1'b1}});
     assign fetch_addr = advance ? pc + 1'b1 : pc;
 
@@ -192,15 +213,14 @@ module ga2 (
         .sram_we(dma_swe), .sram_waddr(dma_swa), .sram_wdata(dma_swd)
     );
 
-    // Each unit sees read data only while it runs: an idle unit's datapath then stays still,
-    // which costs nothing in hardware and keeps event-driven simulation fast.
-    wire is_mm  = (cur_op == OP_MM);
-    wire is_vec = (cur_op == OP_VEC);
-    wire is_sm  = (cur_op == OP_SMAX);
+    // Each unit sees read data only while it is the one its engine last started: an idle unit's
+    // datapath then stays still, which costs nothing in hardware and keeps event-driven simulation fast.
+    wire is_mm  = mv_is_mm;
+    wire is_vec = !mv_is_mm;
     wire [127:0] mm_rd  = is_mm ? p0_data : 128'd0;
     wire [31:0]  vec_a  = is_vec ? p0_data[31:0] : 32'd0;
     wire [31:0]  vec_b  = is_vec ? p1_data : 32'd0;
-    wire [31:0]  sm_rd  = is_sm ? p0_data[31:0] : 32'd0;
+    wire [31:0]  sm_rd;
 
     wire [127:0] mm_rq_acc, vec_rq_acc;
     wire [15:0]  mm_rq_mult, vec_rq_mult;
@@ -225,7 +245,7 @@ module ga2 (
     // the requant bank, shared by the matmul engine and the vector unit; it advances while the
     // running unit has a value in it
     requant_bank #(.LANES(4)) u_rq (
-        .clk(clk), .en(executing && (is_mm ? mm_rq_busy : is_vec && vec_rq_busy)),
+        .clk(clk), .en(mv_busy && (is_mm ? mm_rq_busy : vec_rq_busy)),
         .acc(is_mm ? mm_rq_acc : vec_rq_acc), .mult(is_mm ? mm_rq_mult : vec_rq_mult),
         .shift(is_mm ? mm_rq_shift : vec_rq_shift), .y(rq_y)
     );
@@ -236,23 +256,26 @@ module ga2 (
         .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );
 
-    // ---- scratchpad: the compute ports go to the unit that runs, the DMA ports to the DMA ----
-    wire [3:0]  p0_mask = is_mm ? mm_mask : is_vec ? {3'd0, vec_rae} : is_sm ? {3'd0, sm_re} : 4'd0;
-    wire [SAW-1:0] p0_addr = is_mm ? mm_ra : is_vec ? vec_ra : sm_ra;
-    wire        wc_en   = is_mm ? mm_we : is_vec ? vec_we : is_sm && sm_we;
-    wire [SAW-1:0] wc_addr = is_mm ? mm_wa : is_vec ? vec_wa : sm_wa;
-    wire [31:0] wc_data = is_mm ? mm_wd : is_vec ? vec_wd : sm_wd;
+    // ---- scratchpad: the matmul/vector engine's ports (p0, p1, wc), the softmax unit's (p2, w2),
+    // the DMA's (dr, wd); an engine's ports are on only while it runs ----
+    wire [3:0]  p0_mask = is_mm ? mm_mask : {3'd0, vec_rae};
+    wire [SAW-1:0] p0_addr = is_mm ? mm_ra : vec_ra;
+    wire        wc_en   = is_mm ? mm_we : vec_we;
+    wire [SAW-1:0] wc_addr = is_mm ? mm_wa : vec_wa;
+    wire [31:0] wc_data = is_mm ? mm_wd : vec_wd;
 
     sram #(.WORDS(GA2_SRAM_WORDS), .AW(SAW), .EW(EW)) u_sram (
         .clk(clk),
-        .p0_mask(executing ? p0_mask : 4'd0), .p0_addr(p0_addr), .p0_data(p0_data),
-        .p1_en(executing && is_vec && vec_rbe), .p1_addr(vec_rb), .p1_data(p1_data),
+        .p0_mask(mv_busy ? p0_mask : 4'd0), .p0_addr(p0_addr), .p0_data(p0_data),
+        .p1_en(mv_busy && is_vec && vec_rbe), .p1_addr(vec_rb), .p1_data(p1_data),
+        .p2_en(sm_busy && sm_re), .p2_addr(sm_ra), .p2_data(sm_rd),
         .dr_en(dma_sre), .dr_addr(dma_sra), .dr_data(dma_srd),
-        .wc_en(executing && wc_en), .wc_addr(wc_addr), .wc_data(wc_data),
+        .wc_en(mv_busy && wc_en), .wc_addr(wc_addr), .wc_data(wc_data),
+        .w2_en(sm_busy && sm_we), .w2_addr(sm_wa), .w2_data(sm_wd),
         .wd_en(dma_swe), .wd_addr(dma_swa), .wd_data(dma_swd)
     );
 
-    assign unit_done = is_mm ? mm_done : is_vec ? vec_done : sm_done;
+    wire mv_done = is_mm ? mm_done : vec_done;  // the engine's last execute cycle
 
     // ---- sequencer and counters ----
     always @(posedge clk) begin
@@ -261,8 +284,11 @@ module ga2 (
             illegal <= 1'b0;
             status <= ST_OK;
             status_pc <= {IAW{1'b0}};
-            executing <= 1'b0;
-            cur_op <= OP_HALT;
+            mv_busy <= 1'b0;
+            mv_is_mm <= 1'b0;
+            sm_busy <= 1'b0;
+            mv_pc <= {IAW{1'b0}};
+            sm_pc <= {IAW{1'b0}};
             pc <= {IAW{1'b0}};
             qa <= 16'd0;
             qb <= 16'd0;
@@ -273,12 +299,16 @@ module ga2 (
             c2 <= 32'd0;
             c3 <= 32'd0;
             c4 <= 32'd0;
+            h_unit <= 32'd0;
+            h_sync <= 32'd0;
         end else if (running) begin
             c0 <= c0 + 32'd1;
             if (dma_busy) c1 <= c1 + 32'd1;
-            if (executing && is_mm) c2 <= c2 + 32'd1;
-            if (executing && !is_mm) c3 <= c3 + 32'd1;
+            if (mv_busy && is_mm) c2 <= c2 + 32'd1;
+            c3 <= c3 + {31'd0, mv_busy && is_vec} + {31'd0, sm_busy};
             if (stall) c4 <= c4 + 32'd1;
+            else if (hold_u) h_unit <= h_unit + 32'd1;
+            else if (hold_s) h_sync <= h_sync + 32'd1;
             if (advance) begin
                 pc <= pc + 1'b1;
                 if (pc_last) begin  // there is no instruction after the last one
@@ -288,9 +318,9 @@ module ga2 (
                     status_pc <= pc;
                 end
             end
-            if (executing) begin
-                if (unit_done) executing <= 1'b0;
-            end else if (go) begin
+            if (mv_busy && mv_done) mv_busy <= 1'b0;
+            if (sm_busy && sm_done) sm_busy <= 1'b0;
+            if (go) begin
                 if (!known_op) begin
                     illegal <= 1'b1;
                     halted <= 1'b1;
@@ -298,9 +328,13 @@ module ga2 (
                     status_pc <= pc;
                 end else if (op == OP_HALT) begin
                     halted <= 1'b1;
+                end else if (on_sm) begin
+                    sm_busy <= 1'b1;
+                    sm_pc <= pc;
                 end else if (compute) begin
-                    executing <= 1'b1;
-                    cur_op <= op;
+                    mv_busy <= 1'b1;
+                    mv_is_mm <= (op == OP_MM);
+                    mv_pc <= pc;
                 end else if (op == OP_QCFG) begin
                     qa <= fa;
                     qb <= fb;
@@ -308,7 +342,7 @@ module ga2 (
                     qbias <= fd[SAW-1:0];
                 end
             end
-            if (dma_err && dma_quiet && !executing) begin  // a memory fault halts once the bus is quiet
+            if (dma_err && dma_quiet && !mv_busy && !sm_busy) begin  // a memory fault halts once the bus is quiet
                 halted <= 1'b1;
                 status <= {1'b0, dma_err_code} + 3'd1;
                 status_pc <= dma_err_pc;

@@ -8,13 +8,16 @@
 // Ports (every read returns its data in the second cycle after the request, GA2_SRAM_RD_LAT = 2):
 //   p0  line read: word j (j = 0..3) of p0_addr + j when p0_mask[j]; data word j in bits 32j+31:32j
 //   p1  one word (the vector unit's second operand)
+//   p2  one word (the softmax unit, the second compute engine)
 //   dr  the DMA engine's STORE reads: a line of EW words (word j of dr_addr + j when dr_en[j])
-//   wc  one write (the compute units)
+//   wc  one write (the matmul engine or the vector unit)
+//   w2  one write (the softmax unit)
 //   wd  the DMA engine's LOAD writes: a line of EW words (word j to wd_addr + j when wd_en[j])
 // Each bank serves one read and one write per cycle. Programs keep the users of a bank apart (the
-// machine model rejects a program where a DMA transfer and a compute instruction would use the
-// same port of the same bank while both run; the vector unit spaces its own two reads itself), so
-// the fixed priorities below (DMA first, then p0, then p1) only ever choose among reads nobody needs.
+// machine model rejects a program where a DMA transfer and a compute instruction, or the two
+// compute engines, would use the same port of the same bank while both run; the vector unit spaces
+// its own two reads itself), so the fixed priorities below (DMA first, then p0, p1, p2; wd, then
+// wc, w2) only ever choose among requests nobody needs.
 module sram #(
     parameter integer WORDS = 4096,
     parameter integer AW    = 12,
@@ -27,12 +30,18 @@ module sram #(
     input  wire          p1_en,
     input  wire [AW-1:0] p1_addr,
     output reg  [31:0]   p1_data,
+    input  wire          p2_en,
+    input  wire [AW-1:0] p2_addr,
+    output reg  [31:0]   p2_data,
     input  wire [EW-1:0]    dr_en,
     input  wire [AW-1:0]    dr_addr,
     output reg  [32*EW-1:0] dr_data,
     input  wire          wc_en,
     input  wire [AW-1:0] wc_addr,
     input  wire [31:0]   wc_data,
+    input  wire          w2_en,
+    input  wire [AW-1:0] w2_addr,
+    input  wire [31:0]   w2_data,
     input  wire [EW-1:0]    wd_en,
     input  wire [AW-1:0]    wd_addr,
     input  wire [32*EW-1:0] wd_data
@@ -44,8 +53,12 @@ module sram #(
     // bank and row of each request's address
     wire [3:0]    p1_bank = {p1_addr[AW-1:AW-2], p1_addr[1:0]};
     wire [3:0]    wc_bank = {wc_addr[AW-1:AW-2], wc_addr[1:0]};
+    wire [3:0]    p2_bank = {p2_addr[AW-1:AW-2], p2_addr[1:0]};
+    wire [3:0]    w2_bank = {w2_addr[AW-1:AW-2], w2_addr[1:0]};
     wire [RW-1:0] p1_row  = p1_addr[AW-3:2];
+    wire [RW-1:0] p2_row  = p2_addr[AW-3:2];
     wire [RW-1:0] wc_row  = wc_addr[AW-3:2];
+    wire [RW-1:0] w2_row  = w2_addr[AW-3:2];
 
     // The ports seen from the banks. Each port's request is decoded once into the set of banks it
     // uses this cycle (bit b: bank b) and, for each of the four lanes, the row (and data) it brings
@@ -58,7 +71,9 @@ module sram #(
     reg  [1:0]    p0_lgrp [0:3];          // lane l: the group and row of the line's word in lane l
     reg  [RW-1:0] p0_lrow [0:3];
     wire [15:0]   p1_use  = p1_en ? (16'd1 << p1_bank) : 16'd0;
+    wire [15:0]   p2_use  = p2_en ? (16'd1 << p2_bank) : 16'd0;
     wire [15:0]   wc_use  = wc_en ? (16'd1 << wc_bank) : 16'd0;
+    wire [15:0]   w2_use  = w2_en ? (16'd1 << w2_bank) : 16'd0;
     genvar j;
     generate
         for (j = 0; j < 4; j = j + 1) begin : g_line
@@ -106,8 +121,8 @@ module sram #(
             assign wd_ldata[j] = second_w ? wd_data[32*EW-1 -: 32] : wd_data[31:0];
         end
     endgenerate
-    wire [15:0] rd_use = dr_use | p0_use | p1_use;
-    wire [15:0] wr_use = wd_use | wc_use;
+    wire [15:0] rd_use = dr_use | p0_use | p1_use | p2_use;
+    wire [15:0] wr_use = wd_use | wc_use | w2_use;
 
     reg  [BANKS*32-1:0] bank_rdata;  // bank b's read data in bits 32b+31:32b (see g_bank)
     genvar b;
@@ -118,8 +133,10 @@ module sram #(
             wire [31:0] q;
             ram_1r1w #(.WIDTH(32), .DEPTH(BW), .AW(RW)) u_ram (
                 .clk(clk),
-                .we(wr_use[b]), .waddr(wd_use[b] ? wd_lrow[LANE] : wc_row), .wdata(wd_use[b] ? wd_ldata[LANE] : wc_data),
-                .re(rd_use[b]), .raddr(dr_use[b] ? dr_lrow[LANE] : p0_use[b] ? p0_lrow[LANE] : p1_row),
+                .we(wr_use[b]), .waddr(wd_use[b] ? wd_lrow[LANE] : wc_use[b] ? wc_row : w2_row),
+                .wdata(wd_use[b] ? wd_ldata[LANE] : wc_use[b] ? wc_data : w2_data),
+                .re(rd_use[b]),
+                .raddr(dr_use[b] ? dr_lrow[LANE] : p0_use[b] ? p0_lrow[LANE] : p1_use[b] ? p1_row : p2_row),
                 .rdata(q)
             );
             // a procedural copy into the bus: Icarus rebuilds a bus driven by port parts bit by bit
@@ -131,12 +148,13 @@ module sram #(
     // move only for a read: idle ports cost nothing)
     reg [3:0] p0_sel [0:3];
     reg [3:0] dr_sel [0:EW-1];
-    reg [3:0] p1_sel;
-    reg       p0_v, p1_v, dr_v;
+    reg [3:0] p1_sel, p2_sel;
+    reg       p0_v, p1_v, p2_v, dr_v;
     integer k;
     always @(posedge clk) begin
         p0_v <= |p0_mask;
         p1_v <= p1_en;
+        p2_v <= p2_en;
         dr_v <= |dr_en;
         if (|p0_mask) for (k = 0; k < 4; k = k + 1) p0_sel[k] <= p0_bank[k];
         if (p0_v) for (k = 0; k < 4; k = k + 1) p0_data[k*32 +: 32] <= bank_rdata[p0_sel[k]*32 +: 32];
@@ -144,6 +162,8 @@ module sram #(
         if (dr_v) for (k = 0; k < EW; k = k + 1) dr_data[k*32 +: 32] <= bank_rdata[dr_sel[k]*32 +: 32];
         if (p1_en) p1_sel <= p1_bank;
         if (p1_v) p1_data <= bank_rdata[p1_sel*32 +: 32];
+        if (p2_en) p2_sel <= p2_bank;
+        if (p2_v) p2_data <= bank_rdata[p2_sel*32 +: 32];
     end
 endmodule
 `default_nettype wire

@@ -25,6 +25,8 @@ module ga2_sys #(
     output wire [31:0] c2,
     output wire [31:0] c3,
     output wire [31:0] c4,
+    output wire [31:0] h_unit,
+    output wire [31:0] h_sync,
     output wire        wr_en,      // the memory writes words this cycle (axi_mem.v)
     output wire [31:0] wr_addr,
     output wire [`GA2_EXT_WORDS_D-1:0] wr_mask
@@ -69,7 +71,7 @@ module ga2_sys #(
     ga2 u_ga2 (
         .clk(clk), .rst(rst), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
         .halted(halted), .illegal(illegal), .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4),
-        .status(status), .status_pc(status_pc), .ext_limit(LIMIT),
+        .h_unit(h_unit), .h_sync(h_sync), .status(status), .status_pc(status_pc), .ext_limit(LIMIT),
         .m_axi_arid(axi_arid),
         .m_axi_araddr(axi_araddr),
         .m_axi_arlen(axi_arlen),

@@ -2,7 +2,7 @@
 `default_nettype none
 `include "ga2_cfg.vh"
 // ga2_tb: replays every program of an image on GA2 and compares the final external memory, the
-// scratchpad words each program wrote and the five cycle counters with what the Python machine
+// scratchpad words each program wrote and the seven cycle counters with what the Python machine
 // model predicted (model/replay/image.py writes the image; docs/replay.md describes it).
 //
 // Lines: one 32-bit word per line, every line exactly eight lowercase hex digits and a line feed
@@ -20,7 +20,7 @@
 //     the end of the file: no word more, no word less.
 //   A record: REC_MAGIC, n_code, n_init, n_xrun, n_xval, n_srun, n_sval,
 //             code[n_code], init[n_init], xrun[n_xrun], xval[n_xval], srun[n_srun], sval[n_sval],
-//             counters[5], CRC slot.
+//             counters[7] (c0..c4, h_unit, h_sync), CRC slot.
 // A run is two words, a first address and a length (>= 1): n_xrun and n_srun count words, so they
 // are even. The runs of a list ascend without overlapping, and their values follow in address order. xrun/xval are the
 // external words the program changes (every other word must keep its initial value: init, then
@@ -42,7 +42,7 @@
 // the HALT it compares the logged words and the words the program should have changed (together,
 // every word that can differ from its initial value; a program that writes more than LOG_MAX
 // beats is compared word by word over all EXTW words instead), the scratchpad words the record
-// lists and the five counters.
+// lists and the seven counters.
 //
 // Verdict: exactly one line, PASS / FAIL (an unreadable or malformed image, a bad plusarg, a
 // program that does not halt, or halts with a fault status: an illegal instruction, a word past the
@@ -100,8 +100,9 @@ module ga2_tb;
     localparam integer POLL       = 16;            // cycles between looks at `halted`
     localparam integer IMG_HEADER = 4;
     localparam integer REC_HEADER = 7;
-    localparam integer REC_FIXED  = REC_HEADER + 6;  // a record's words besides its lists: header, counters, CRC
-    localparam [31:0] IMG_MAGIC   = 32'h4741_3203;   // "GA2", format 3
+    localparam integer N_COUNTERS = 7;             // c0..c4, h_unit, h_sync
+    localparam integer REC_FIXED  = REC_HEADER + N_COUNTERS + 1;  // a record's words besides its lists: header, counters, CRC
+    localparam [31:0] IMG_MAGIC   = 32'h4741_3204;   // "GA2", format 4
     localparam [31:0] REC_MAGIC   = 32'h5245_4321;   // "REC!"
     localparam [31:0] CRC_POLY    = 32'hEDB8_8320;   // CRC-32, reflected
 
@@ -113,7 +114,7 @@ module ga2_tb;
     wire        halted, illegal;
     wire [2:0]  status;
     wire [9:0]  status_pc;
-    wire [31:0] c0, c1, c2, c3, c4;
+    wire [31:0] c0, c1, c2, c3, c4, h_unit, h_sync;
     wire        wr_en;
     /* verilator lint_off UNUSEDSIGNAL */
     wire [31:0] wr_addr;  // the log keeps the XAW bits that address the memory
@@ -142,7 +143,7 @@ module ga2_tb;
     ga2_sys #(.EXTW(EXTW)) u_sys (
         .clk(clk), .rst(rst), .latency(latency), .stall_pct(stall_pct), .stall_seed(stall_seed), .imem_we(imem_we), .imem_addr(imem_addr), .imem_wdata(imem_wdata),
         .halted(halted), .illegal(illegal), .status(status), .status_pc(status_pc),
-        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask)
+        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4), .h_unit(h_unit), .h_sync(h_sync), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask)
     );
 
 `ifdef WAVES
@@ -164,7 +165,8 @@ module ga2_tb;
     always @(posedge clk) begin
         if (timeline && !rst && !halted) begin
             if (u_sys.u_ga2.legal_go) $display("EVENT %0d %0d go %0d", p, c0, u_sys.u_ga2.pc);
-            if (u_sys.u_ga2.executing && u_sys.u_ga2.unit_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.pc);
+            if (u_sys.u_ga2.mv_busy && u_sys.u_ga2.mv_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.mv_pc);
+            if (u_sys.u_ga2.sm_busy && u_sys.u_ga2.sm_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.sm_pc);
             if (u_sys.u_ga2.u_dma.state == u_sys.u_ga2.u_dma.R_SETUP) $display("EVENT %0d %0d setup", p, c0);
             if (u_sys.u_ga2.u_dma.ends) $display("EVENT %0d %0d end", p, c0);
         end
@@ -216,7 +218,7 @@ module ga2_tb;
     reg [7:0]  ch;
     reg [4:0]  hex_of [0:255];
     reg [31:0] value, crc, got, want, total_cycles, miss_want, miss_got;
-    reg [31:0] got_c [0:4];
+    reg [31:0] got_c [0:N_COUNTERS-1];
     reg [XAW-1:0] wa;
 
     // ---- CRC-32 ------------------------------------------------------------------------------
@@ -519,6 +521,15 @@ module ga2_tb;
     endtask
 
     // ---- the scratchpad, bank by bank (rtl/sram.v: lane a[1:0], group a[SAW-1:SAW-2], row in between)
+    // the name of counter i of a record (rtl/ga2.v)
+    function [8*8-1:0] counter_name(input integer index);
+        case (index)
+            5:       counter_name = "h_unit";
+            6:       counter_name = "h_sync";
+            default: counter_name = {48'd0, "c", 8'd48 + index[7:0]};
+        endcase
+    endfunction
+
     // the name of a fault status (rtl/ga2.v)
     function [8*16-1:0] status_name(input [2:0] st);
         case (st)
@@ -698,14 +709,18 @@ module ga2_tb;
                 got_c[2] = c2;
                 got_c[3] = c3;
                 got_c[4] = c4;
+                got_c[5] = h_unit;
+                got_c[6] = h_sync;
 `ifdef DUMP
                 $display("COUNTERS %0d %0d %0d %0d %0d %0d", p, c0, c1, c2, c3, c4);
+                $display("HOLDS %0d %0d %0d", p, h_unit, h_sync);
 `endif
                 total_cycles = total_cycles + c0;
-                for (i = 0; i < 5 && bad == 0; i = i + 1) begin
+                for (i = 0; i < N_COUNTERS && bad == 0; i = i + 1) begin
                     want = img[at_cnt + i];
                     if (got_c[i] !== want) begin
-                        $display("MISMATCH: program %0d counter c%0d: expected %0d, got %0d", p, i, want, got_c[i]);
+                        $display("MISMATCH: program %0d counter %0s: expected %0d, got %0d", p, counter_name(i), want,
+                                 got_c[i]);
                         bad = 1;
                     end
                 end
@@ -885,10 +900,10 @@ module ga2_tb;
             ptr = ptr + rec_len;
         end
         if (bad == 0 && headed)
-            $display("PASS: %0d programs match the Python reference (external memory, scratchpad and all five cycle counters), %0d cycles in total",
+            $display("PASS: %0d programs match the Python reference (external memory, scratchpad, all five cycle counters and both hold counts), %0d cycles in total",
                      n_prog, total_cycles);
         else if (bad == 0)
-            $display("PASS: %0d programs match the Python reference (external memory, scratchpad and all five cycle counters), %0d cycles in total (the image had no header, so its CRCs were not checked)",
+            $display("PASS: %0d programs match the Python reference (external memory, scratchpad, all five cycle counters and both hold counts), %0d cycles in total (the image had no header, so its CRCs were not checked)",
                      n_prog, total_cycles);
         finish_run;
     end

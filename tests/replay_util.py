@@ -16,7 +16,7 @@ from replay.simulators import BY_NAME, GA2_FILES, GA2_TOP
 from replay.verdict import one_verdict, parse_counters
 
 TIMEOUT = 120  # seconds: a testbench that hangs on a bad image fails its test instead of hanging the suite
-IMG_HEADER, REC_HEADER, N_COUNTERS = 4, 7, 5
+IMG_HEADER, REC_HEADER, N_COUNTERS = 4, 7, 7
 
 
 def run_file(sim: str, path, extra_defines=(), timeout: float = TIMEOUT, latency: int | None = None,

@@ -77,8 +77,53 @@ def test_cycle_counts_follow_the_documented_formulas():
     #          slot in 9 reaches the sum in 15, the division starts in 16 and is done in 49, pass 3 reads
     #          in 50..52 and its last word is written in 59: 59 cycles
     # cycle 128 HALT with nothing in flight: 129 cycles in all
+    # The sequencer decodes each instruction in the cycle after it issued the last: the VEC in 26
+    # waits for the matmul's engine until 53 (h_unit 27); the SMAX, without OVERLAP, in 54 waits
+    # for that engine to finish the VEC until 68, and HALT in 69 for the softmax until 128 (h_sync).
     mm, vec, smax = 27, 14, 59
-    assert m.counters.as_list() == [129, 22, mm, vec + smax, 22]
+    assert m.counters.with_holds() == [129, 22, mm, vec + smax, 22, mm, vec + smax]
+
+
+def test_overlap_runs_the_softmax_beside_the_matmul():
+    """The same matmul and softmax on words of different bank groups, the softmax with OVERLAP: it
+    issues in the cycle after the matmul and the two run side by side (cycles from isa's formulas)."""
+    data = asm.load(0, 0, 1, 16) + asm.load(2048, 0, 1, 8) + asm.wait() + asm.qcfg(qa=1)
+    mm = asm.mm(0, 4, 100, 1, 8, 4, out8=True)
+    sm = asm.smax(2048, 3000, 9)
+    mm_cycles, sm_cycles = isa.effects(isa.Instr.decode(mm)).cycles, isa.effects(isa.Instr.decode(sm)).cycles
+    apart = Machine.with_ext([1] * 16, 64, ext_latency=4, events=True)
+    apart.run(data + mm + sm + asm.halt())
+    beside = Machine.with_ext([1] * 16, 64, ext_latency=4, events=True)
+    beside.run(data + mm + asm.overlap(sm) + asm.halt())
+    go = {e.pc: e.cycle for e in beside.events if e.kind == "go"}
+    assert go[5] == go[4] + 1  # the softmax issues right after the matmul
+    assert mm_cycles < sm_cycles and beside.counters.hold_sync == sm_cycles  # HALT waits for the softmax
+    assert apart.counters.cycles - beside.counters.cycles == mm_cycles
+    assert (beside.sram == apart.sram).all() and (beside.ext == apart.ext).all()
+
+
+@pytest.mark.parametrize("first, second, kind", [
+    (asm.smax(0, 2048, 9), asm.mm(2048, 4, 100, 1, 8, 4, out8=True), "RAW"),  # reads what the softmax writes
+    (asm.smax(0, 2048, 9), asm.mm(1024, 1028, 0, 1, 8, 4, out8=True), "WAR"),  # writes what it reads
+    (asm.smax(0, 2048, 9), asm.vec(isa.VEC_COPY, 1024, 2049, 8), "WAW"),  # writes a word it writes
+    (asm.smax(0, 2048, 9), asm.vec(isa.VEC_COPY, 4, 1100, 8), "read port"),  # reads a bank it reads
+    (asm.smax(0, 2048, 9), asm.vec(isa.VEC_COPY, 1024, 2056, 8), "write port"),  # writes a bank it writes
+    (asm.mm(1024, 1028, 1100, 1, 8, 4, out8=True), asm.load(1030, 0, 1, 2), "WAR"),  # a LOAD over the B rows
+])
+def test_overlap_where_the_engines_conflict_is_rejected_naming_the_kind(first, second, kind):
+    data = asm.load(0, 0, 1, 16) + asm.load(1024, 0, 1, 16) + asm.wait() + asm.qcfg(qa=1)
+    ext = list(range(1, 17))
+    run_program(data + first + second + asm.halt(), ext, 64)  # without OVERLAP the second waits: fine
+    with pytest.raises(HazardError, match=f"instruction 5 {kind}: .* instruction 4 .* may still be running"):
+        run_program(data + first + asm.overlap(second) + asm.halt(), ext, 64)
+
+
+def test_overlap_only_on_the_instructions_that_take_it():
+    for words in (asm.wait(), asm.qcfg(qa=1), asm.halt()):
+        with pytest.raises(ProgramError, match="OVERLAP is set on"):
+            run_program([words[0] | isa.OVERLAP_BIT, *words[1:]] + asm.halt(), [0], 8)
+    with pytest.raises(ValueError, match="does not take OVERLAP"):
+        asm.overlap(asm.wait())
 
 
 def test_dma_runs_in_background_and_wait_stalls_for_it():

@@ -25,7 +25,8 @@ from replay_util import TIMEOUT, counters, run_addresses, sections, verdict
 
 BOTH = ("icarus", "verilator")
 DEFINES = replay.testbench_defines(0)  # replay_util.run_file's build: the cached simulators are shared
-PASS_TEXT = "programs match the Python reference (external memory, scratchpad and all five cycle counters)"
+PASS_TEXT = ("programs match the Python reference (external memory, scratchpad, all five cycle counters and both "
+             "hold counts)")
 NO_HEADER = "(the image had no header, so its CRCs were not checked)"
 
 
@@ -158,7 +159,7 @@ def test_a_malformed_image_without_a_header_is_a_fail_naming_it(case, expected, 
 @pytest.mark.parametrize("first, shown", [(0, "00000000"), (0x10000, "00010000"), (0xFFFFFFFF, "ffffffff")])
 def test_a_first_word_that_is_neither_the_magic_nor_a_program_count_is_a_fail(first, shown, tmp_path):
     line, _codes = _both(_write(tmp_path, [first, *_listing(_records())[1:]]))
-    assert line == (f"FAIL: malformed image {tmp_path / 'image.hex'}: line 1 is {shown}, not the image magic 47413203 "
+    assert line == (f"FAIL: malformed image {tmp_path / 'image.hex'}: line 1 is {shown}, not the image magic 47413204 "
                     "(an image with a header) nor a program count 1..65535 (an image without a header)"), line
 
 

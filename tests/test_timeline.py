@@ -15,7 +15,7 @@ import pytest
 from capra import asm, isa
 from capra.machine import Machine
 from capra.randprog import random_program
-from capra_cli.timeline import busy, slices
+from capra_cli.timeline import counted, lane_counts, slices
 from conftest import needs_icarus, needs_verilator
 from replay import image
 from replay.simulators import ICARUS, VERILATOR
@@ -53,11 +53,8 @@ def test_the_timeline_lanes_add_up_to_the_counters(latency):
         code, ext = random_program(seed, 14, ext_latency=latency)
         m = _model_events(code, ext, latency)
         sl = slices(code, m.events, latency)
-        total, c = m.counters.cycles, m.counters.as_list()
-        stalls = sum(n for lane, _f, n, label in sl if lane == "sequencer" and label.startswith("stall"))
-        lanes = [int(busy(sl, "dma", total).sum()), int(busy(sl, "mm", total).sum()),
-                 int((busy(sl, "vec", total) | busy(sl, "smax", total)).sum()), stalls]
-        assert lanes == c[1:], f"seed {seed}, latency {latency}: lanes {lanes}, counters {c[1:]}"
+        lanes, want = lane_counts(sl, m.counters.cycles), counted(m.counters.with_holds())
+        assert lanes == want, f"seed {seed}, latency {latency}: lanes {lanes}, counters {want}"
 
 
 @needs_icarus

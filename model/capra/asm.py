@@ -71,3 +71,12 @@ def listing(code: list[int]) -> str:
         text = disassemble(Instr.decode(words))
         lines.append(f"{i // 4:4d}  {' '.join(f'{w:08x}' for w in words)}  {text}")
     return "\n".join(lines)
+
+
+def overlap(words: list[int]) -> list[int]:
+    """The same instruction with OVERLAP: it may start while the other compute engine runs (LOAD,
+    STORE, MM, VEC and SMAX take it; docs/isa.md says when a program may set it)."""
+    ins = Instr.decode(words)
+    if ins.op not in isa.OVERLAP_OPS:
+        raise ValueError(f"overlap: {isa.OP_NAMES.get(ins.op, ins.op)} does not take OVERLAP")
+    return [words[0] | isa.OVERLAP_BIT, *words[1:]]

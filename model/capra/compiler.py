@@ -185,11 +185,12 @@ def _calibrate(graph: Graph, calib, ranges: dict | None) -> dict[str, float]:
 
 
 class _Emitter:
-    """Builds the instruction stream and keeps time with the machine model's DMA timeline.
+    """Builds the instruction stream and keeps time as the machine model does (the DMA timeline,
+    the two compute engines).
 
     The clock lets the scheduler issue a LOAD only when the DMA queue has room (so it costs one
-    cycle and never stalls the sequencer). Whether a WAIT is needed it decides without the clock
-    (``known_done``), so that the program is right on any memory.
+    cycle and never stalls the sequencer). Whether a WAIT is needed, or OVERLAP allowed, it decides without
+    the clock (``known_done``, ``running``), so that the program is right on any memory.
     """
 
     def __init__(self) -> None:
@@ -199,21 +200,41 @@ class _Emitter:
         self.dma = DmaTimeline()
         self.transfers: list[Transfer] = []
         self.known_done = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
+        self.free = dict.fromkeys(isa.ENGINES, 0)  # first cycle each engine takes an instruction
+        self.running: dict[str, isa.Effects | None] = dict.fromkeys(isa.ENGINES)  # last instruction, if it may run
+        self.qbias = 0  # the bias address of the last QCFG (an MM with BIAS reads there)
+        self.overlaps = 0
 
-    def emit(self, words: list[int], note: str, cycles: int = 0) -> None:
-        """A non-DMA instruction: one decode cycle plus `cycles` of execution."""
+    def emit(self, words: list[int], note: str) -> None:
+        """An instruction of the sequencer's own (QCFG, HALT): one decode cycle."""
+        ins = isa.Instr.decode(words)
+        if ins.op == isa.OP_QCFG:
+            self.qbias = ins.d
         self.code += words
         self.notes.append(note)
-        self.t += 1 + cycles
+        self.t += 1
+
+    def _engines(self, words: list[int], eff: isa.Effects, engine: str | None) -> list[int]:
+        """`words` with OVERLAP unless the instruction conflicts with the last instruction of
+        another engine that may still be running (``isa.engine_conflict``); without it, the clock
+        moves to where the other engines are idle."""
+        others = [e for e in isa.ENGINES if e != engine]
+        if not any(self.running[e] is not None and isa.engine_conflict(eff, self.running[e]) for e in others):
+            self.overlaps += 1
+            return asm.overlap(words)
+        self.t = max([self.t] + [self.free[e] for e in others])
+        for e in others:
+            self.running[e] = None
+        return words
 
     def transfer(self, words: list[int], note: str) -> int:
         """A LOAD or STORE; returns its index among the transfers."""
         ins = isa.Instr.decode(words)
         eff = isa.effects(ins)
         is_load = ins.op == isa.OP_LOAD
-        self.code += words
-        self.notes.append(note)
         self.t = self.dma.room_at(self.t)
+        self.code += self._engines(words, eff, None)
+        self.notes.append(note)
         self.transfers.append(self.dma.issue(self.t, is_load, eff.writes if is_load else eff.reads, eff.cols,
                                              len(self.notes) - 1, eff.ext_reads if is_load else eff.ext_writes))
         self.t += 1
@@ -242,13 +263,19 @@ class _Emitter:
         """A compute instruction, after a WAIT for the youngest transfer it conflicts with (words or
         bank ports, ``dma.conflict``) that may still be in flight on some memory: what it reads,
         writes and how long it runs are ``isa.effects``'s, as for the machine model."""
-        eff = isa.effects(isa.Instr.decode(words))
+        eff = isa.effects(isa.Instr.decode(words), qbias=self.qbias)
         reads, writes = eff.read_set, eff.write_set
         clashing = [i for i in range(self.known_done, len(self.transfers))
                     if conflict(self.transfers[i], reads, writes)]
         if clashing:
             self._wait(self.transfers[clashing[-1]], f"wait: {note} conflicts with transfer {clashing[-1]}")
-        self.emit(words, note, eff.cycles)
+        engine = isa.ENGINE_OF[eff.unit]
+        self.t = max(self.t, self.free[engine])
+        self.code += self._engines(words, eff, engine)
+        self.notes.append(note)
+        self.free[engine] = self.t + eff.cycles + 1
+        self.running[engine] = eff
+        self.t += 1
 
     def has_room(self) -> bool:
         return len(self.dma.in_flight(self.t)) < isa.DMA_QUEUE
@@ -395,9 +422,16 @@ def _loads_by_first_use(graph: Graph, compute: list[Node]) -> list[str]:
     return loads
 
 
+# the engine each compute node runs on (isa.ENGINES): softmax has its own, the rest share the matmul engine's
+_ENGINE_OF_OP = {"matmul": "mmvec", "add": "mmvec", "mul": "mmvec", "relu": "mmvec", "argmax": "mmvec",
+                 "softmax": "smax"}
+
+
 def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[Node]:
     """The compute nodes in dependency order, each time the one whose loads arrive first (the
-    DMA brings `loads` in order), so no node waits for data while another could run."""
+    DMA brings `loads` in order), so no node waits for data while another could run; but not,
+    while another is ready, a node that needs the one just placed on the other engine: that one
+    goes first and runs beside it (the softmax of one attention beside the next one's scores)."""
     inside = _concat_parents(graph)
     position = {name: i for i, name in enumerate(loads)}
     is_compute = {n.name for n in compute}
@@ -410,12 +444,18 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[No
 
     deps = {n.name: {p for i in n.inputs for p in producers(i)} for n in compute}
     arrival = {n.name: max([position[s] for s in _needs(graph, n, inside)], default=-1) for n in compute}
+    engine = {n.name: _ENGINE_OF_OP[n.op] for n in compute}
     done: set[str] = set()
     ordered: list[Node] = []
     waiting = list(compute)
     while waiting:
         ready = [n for n in waiting if deps[n.name] <= done]
-        pick = min(ready, key=lambda n: arrival[n.name])  # min keeps graph order among equals
+        last = ordered[-1].name if ordered else None
+
+        def behind(n: Node, last: str | None = last) -> bool:  # it would wait for the node just placed
+            return last in deps[n.name] and engine[n.name] != engine[last]  # on the other engine
+
+        pick = min(ready, key=lambda n: (behind(n), arrival[n.name]))  # min keeps graph order among equals
         ordered.append(pick)
         done.add(pick.name)
         waiting.remove(pick)

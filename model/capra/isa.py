@@ -173,6 +173,14 @@ OP_NAMES = {
     OP_SMAX: "smax",
 }
 
+# OVERLAP (w0 bit 16): the instruction may start while the other compute engine still runs.
+# Without it, a LOAD, STORE, MM, VEC or SMAX first waits until every compute engine but its own is
+# idle, so a program that never sets it runs its instructions one after another. A program sets it
+# only where the two cannot touch the same scratchpad words or bank ports (docs/isa.md, "Two
+# engines"; the machine model refuses a program that sets it where they could).
+OVERLAP_OPS = (OP_LOAD, OP_STORE, OP_MM, OP_VEC, OP_SMAX)
+OVERLAP_BIT = 1 << 16  # in w0
+
 # MM flags (and its column window: the first column tile in e[23:16], the number of tiles in `sub`,
 # 0 meaning to the last tile)
 MM_OUT8 = 1  # requantize the int32 results to packed int8 (else one int32 per word)
@@ -235,7 +243,8 @@ class Instr:
     flags: int = 0
     sub: int = 0
     cnt: int = 0
-    reserved: int = 0  # w0 bits 19:16: must be zero
+    reserved: int = 0  # w0 bits 19:17: must be zero
+    overlap: int = 0  # w0 bit 16: may start while the other compute engine runs (OVERLAP)
     a: int = 0
     b: int = 0
     c: int = 0
@@ -247,7 +256,8 @@ class Instr:
             ("op", self.op, 4),
             ("flags", self.flags, 4),
             ("sub", self.sub, 4),
-            ("reserved", self.reserved, 4),
+            ("reserved", self.reserved, 3),
+            ("overlap", self.overlap, 1),
             ("cnt", self.cnt, 16),
             ("a", self.a, 16),
             ("b", self.b, 16),
@@ -257,7 +267,8 @@ class Instr:
         ):
             if not 0 <= value < (1 << bits):
                 raise ValueError(f"field {name}={value} does not fit in {bits} bits ({self})")
-        w0 = (self.op << 28) | (self.flags << 24) | (self.sub << 20) | (self.reserved << 16) | self.cnt
+        w0 = ((self.op << 28) | (self.flags << 24) | (self.sub << 20) | (self.reserved << 17) | (self.overlap << 16)
+              | self.cnt)
         w1 = self.a | (self.b << 16)
         w2 = self.c | (self.d << 16)
         return [w0, w1, w2, self.e]
@@ -269,7 +280,8 @@ class Instr:
             op=(w0 >> 28) & 0xF,
             flags=(w0 >> 24) & 0xF,
             sub=(w0 >> 20) & 0xF,
-            reserved=(w0 >> 16) & 0xF,
+            reserved=(w0 >> 17) & 0x7,
+            overlap=(w0 >> 16) & 1,
             cnt=w0 & FIELD_MASK16,
             a=w1 & FIELD_MASK16,
             b=(w1 >> 16) & FIELD_MASK16,
@@ -485,6 +497,10 @@ class ProgramError(ValueError):
 
 
 UNITS = ("seq", "dma", "mm", "vec", "smax")  # "seq": HALT, WAIT and QCFG, done by the sequencer itself
+# The compute engines, each running one instruction at a time, side by side: the matmul engine and
+# the vector unit share the requant bank, so they form one engine; the softmax unit is the other.
+ENGINES = ("mmvec", "smax")
+ENGINE_OF = {"mm": "mmvec", "vec": "mmvec", "smax": "smax"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -514,6 +530,40 @@ class Effects:
     @functools.cached_property
     def write_set(self) -> frozenset[int]:
         return frozenset(self.writes.tolist())
+
+    @functools.cached_property
+    def read_banks(self) -> frozenset[int]:
+        return frozenset(bank_of(self.reads).tolist()) if len(self.reads) else frozenset()
+
+    @functools.cached_property
+    def write_banks(self) -> frozenset[int]:
+        return frozenset(bank_of(self.writes).tolist()) if len(self.writes) else frozenset()
+
+
+def engine_conflict(later: Effects, earlier: Effects) -> str | None:
+    """Why an instruction with effects `later` may not run beside `earlier`, an instruction of the
+    other compute engine that may still be running (OVERLAP would let it); None when it may.
+
+    Words: not reading what `earlier` writes (read after write), nor writing what it reads (write
+    after read) or writes (write after write). Ports: each bank has one read and one write port,
+    so not reading a bank `earlier` reads, nor writing a bank it writes. The kind comes first in
+    the answer ("RAW", "WAR", "WAW", "read port", "write port"), so tools can count them."""
+    clash = later.read_set & earlier.write_set
+    if clash:
+        return f"RAW: reads scratchpad word {min(clash)}, which it writes"
+    clash = later.write_set & earlier.read_set
+    if clash:
+        return f"WAR: writes scratchpad word {min(clash)}, which it reads"
+    clash = later.write_set & earlier.write_set
+    if clash:
+        return f"WAW: writes scratchpad word {min(clash)}, which it writes too"
+    banks = later.read_banks & earlier.read_banks
+    if banks:
+        return f"read port: reads scratchpad bank {min(banks)}, which it reads"
+    banks = later.write_banks & earlier.write_banks
+    if banks:
+        return f"write port: writes scratchpad bank {min(banks)}, which it writes"
+    return None
 
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -547,8 +597,11 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
     op = ins.op
     high = 0 if op in (OP_LOAD, OP_STORE) else ins.e >> 24  # a transfer's w3 is all fields
     if ins.reserved or high:
-        fail(f"reserved bits are set (w0 19:16 = {ins.reserved}, w3 31:24 = {high}); "
+        fail(f"reserved bits are set (w0 19:17 = {ins.reserved}, w3 31:24 = {high}); "
              f"GA2 halts on it as illegal")
+    if ins.overlap and op not in OVERLAP_OPS:
+        fail(f"OVERLAP is set on {OP_NAMES.get(op, op)}: only LOAD, STORE, MM, VEC and SMAX take it "
+             f"(GA2 halts on it as illegal)")
     if op == OP_HALT:
         return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
     if op == OP_WAIT:

@@ -1,27 +1,34 @@
-"""The GA2 machine model: for any valid program, the exact final memory and the five cycle counters.
+"""The GA2 machine model: for any valid program, the exact final memory and its cycle counters.
 
 The model is instruction-level, not cycle-by-cycle: each instruction's effect is computed with
 numpy integers and its cost with the formulas of ``isa``. Three rules make that exact:
 
-* Timing is deterministic by construction. The sequencer decodes one instruction per cycle; a
-  compute instruction (MM, VEC, SMAX) holds it for the cycles its formula gives; DMA transfers run
-  in the background (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the
-  engine beat by beat on a memory that stalls on a ``dma.StallSchedule``, the configuration's
-  ``ext_stall``): LOAD / STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and
-  HALT until few enough are.
-* Data results do not depend on timing, the model's or any memory's, because a compute
-  instruction may not conflict with a transfer that may still be in flight (``dma.conflict``,
-  ``HazardError``): touch the scratchpad words a LOAD writes, write the words a STORE reads, write
-  a bank a LOAD writes or read a bank a STORE reads (the banks have one read and one write port
-  each; the hardware does not arbitrate). "May be in flight" is decided without a clock: only a
-  WAIT keep, or DMA_QUEUE later transfers, make a transfer's end certain (``known_done``).
+* Timing is deterministic by construction. The sequencer decodes one instruction per cycle and
+  issues it as soon as the unit it goes to takes it. The two compute engines (``isa.ENGINES``: the
+  matmul engine with the vector unit, which share the requant bank, and the softmax unit) each run
+  one instruction at a time for the cycles its formula gives, side by side: a LOAD, STORE or
+  compute instruction waits until the other engine is idle unless it has OVERLAP. DMA transfers run in the background
+  (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the engine beat by beat
+  on a memory that stalls on a ``dma.StallSchedule``, the configuration's ``ext_stall``): LOAD /
+  STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and HALT until few enough
+  are, and HALT until both engines are idle.
+* Data results do not depend on timing, the model's or any memory's, because no two things that
+  may run at once may touch the same scratchpad words or bank ports. A compute instruction may not
+  conflict with a transfer that may still be in flight (``dma.conflict``); an instruction with
+  OVERLAP may not conflict with the last instruction of the other engine if that one may still be
+  running (``isa.engine_conflict``). Either is a ``HazardError``. "May be in flight" and "may be
+  running" are decided without a clock: only a WAIT keep, DMA_QUEUE later transfers, an
+  instruction without OVERLAP or a later instruction of the same engine make an end certain.
 * Nothing depends on what a scratchpad held before the program: every word read (by a compute
   instruction or a STORE) must have been written by the program first (``ProgramError``). The
   chip never clears its scratchpad, and needs not.
 
-The five counters (c0..c4): total cycles, DMA busy cycles, MM busy cycles, vector busy cycles
-(VEC and SMAX), and cycles the sequencer stalled waiting for the DMA engine.
+The counters: c0..c4, total cycles, DMA busy cycles, MM busy cycles, vector busy cycles (VEC and
+SMAX, added: both units may run in one cycle), and cycles the sequencer stalled waiting for the DMA;
+then two hold counts, cycles an instruction waited for its own engine (h_unit) and for the other
+engine (h_sync: an instruction without OVERLAP, and HALT).
 """
+
 
 from __future__ import annotations
 
@@ -54,28 +61,37 @@ __all__ = ["EXP_TABLE", "INT8_MAX", "INT8_MIN", "Counters", "Event", "HazardErro
 
 
 class HazardError(ProgramError):
-    """A compute instruction touches scratchpad words of a DMA transfer that is still in flight."""
+    """Two things that may run at once touch the same scratchpad words or bank ports: a compute
+    instruction and a transfer that may still be in flight, or two instructions of the two
+    engines that may run side by side (OVERLAP)."""
 
 
 @dataclass
 class Counters:
-    """The five cycle counters, c0..c4, as the chip's counters count them (docs/isa.md)."""
+    """The cycle counters c0..c4 and the two hold counts, as the chip counts them (docs/isa.md)."""
 
     cycles: int = 0  # c0: from reset to the cycle HALT completes
     dma_busy: int = 0  # c1: cycles some DMA transfer is between its setup and its end
     mm_busy: int = 0  # c2: cycles the matmul engine executes
     vec_busy: int = 0  # c3: cycles the vector unit or the softmax unit executes
     dma_stall: int = 0  # c4: cycles the sequencer waits for the DMA (a full queue, WAIT, HALT)
+    hold_unit: int = 0  # h_unit: cycles an instruction waits for its own engine to finish the last one
+    hold_sync: int = 0  # h_sync: cycles an instruction waits for the other engine (SYNC, HALT)
 
     def as_list(self) -> list[int]:
+        """The five counters c0..c4 (the testbench's COUNTERS line)."""
         return [self.cycles, self.dma_busy, self.mm_busy, self.vec_busy, self.dma_stall]
+
+    def with_holds(self) -> list[int]:
+        """The five counters, then h_unit and h_sync (the HOLDS line): all a replay compares."""
+        return [*self.as_list(), self.hold_unit, self.hold_sync]
 
 
 class Event(NamedTuple):
     """One moment of the timeline (``Machine(events=[])``), in the cycles counter c0 counts:
 
     go     the sequencer takes the instruction at `pc` (after any stall on the DMA queue)
-    done   the last execute cycle of the compute instruction at `pc` (the next is decoded after it)
+    done   the last execute cycle of the compute instruction at `pc` (its engine takes the next after it)
     setup  the transfer issued by `pc` takes its descriptor (its setup cycle)
     end    the last cycle the transfer counts as in flight
 
@@ -109,6 +125,10 @@ class Machine:
     issued: list[Transfer] = field(default_factory=list)  # every transfer, in issue order
     known_done: int = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
     stall: StallSchedule | None = None  # a memory that is not always ready (None: the configuration's)
+    # per engine: the first cycle it takes an instruction, and (pc, effects) of its last one if
+    # that may still be running on some memory (None once an instruction waited for it to end)
+    free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(isa.ENGINES, 0))
+    running: dict[str, tuple[int, Effects] | None] = field(default_factory=lambda: dict.fromkeys(isa.ENGINES))
 
     def __post_init__(self) -> None:
         if self.ext_latency is None:
@@ -128,7 +148,8 @@ class Machine:
                                    counters=dataclasses.replace(self.counters),
                                    trace=None if self.trace is None else list(self.trace),
                                    events=None if self.events is None else list(self.events),
-                                   last_writes=set(self.last_writes), issued=list(self.issued))
+                                   last_writes=set(self.last_writes), issued=list(self.issued),
+                                   free=dict(self.free), running=dict(self.running))
         twin.dma = self.dma.copy()
         return twin
 
@@ -171,10 +192,12 @@ class Machine:
             self.counters.dma_stall += cycle - self.t
             self.t = cycle
 
-    def _dma_transfer(self, pc: int, eff: Effects, load: bool) -> None:
+    def _dma_transfer(self, pc: int, ins: Instr, eff: Effects, load: bool) -> None:
         if not load:
             self._check_written(pc, "STORE", eff.reads)
-        self._stall_until(self.dma.room_at(self.t))
+        self._check_engines(pc, ins, eff, None)
+        self._stall_until(self.dma.room_at(self.t))  # a full queue only empties while nothing issues
+        self._await_others(ins, None)
         self._event("go", pc, "dma")
         if load:
             self.sram[eff.writes] = self.ext[eff.ext_reads]
@@ -191,6 +214,36 @@ class Machine:
         self.counters.dma_busy = self.dma.busy_cycles
         self.t += 1
 
+    # ---- the engines ----------------------------------------------------------------------------
+    def _check_engines(self, pc: int, ins: Instr, eff: Effects, engine: str | None) -> None:
+        """Raise if this instruction, with OVERLAP, conflicts with the last instruction of another
+        engine that may still be running (``isa.engine_conflict``); on any memory, not by the model's
+        clock: it may be running unless an instruction without OVERLAP or a later instruction of its
+        engine came between."""
+        if not ins.overlap:
+            return
+        for other, last in self.running.items():
+            if other == engine or last is None:
+                continue
+            why = isa.engine_conflict(eff, last[1])
+            if why:
+                why = why.replace("which it", f"which instruction {last[0]} ({other})", 1)
+                raise HazardError(f"instruction {pc} {why}, and that may still be running: no OVERLAP on "
+                                  f"instruction {pc}")
+
+    def _await_others(self, ins: Instr, engine: str | None) -> None:
+        """Without OVERLAP, hold the sequencer until every other engine is idle (h_sync): after
+        that none of their instructions can still be running."""
+        if ins.overlap:
+            return
+        others = [e for e in isa.ENGINES if e != engine]
+        idle = max(self.free[e] for e in others)
+        if idle > self.t:
+            self.counters.hold_sync += idle - self.t
+            self.t = idle
+        for e in others:
+            self.running[e] = None
+
     # ---- compute instructions --------------------------------------------------------------------
     def _check_conflicts(self, pc: int, eff: Effects) -> None:
         """Raise if this compute instruction conflicts with a transfer that may still be in flight
@@ -202,16 +255,27 @@ class Machine:
                 raise HazardError(f"instruction {pc} {why}, and that transfer may still be in flight (on some "
                                   f"memory, if not this one): a WAIT keep={keep} before it, or the data elsewhere")
 
-    def _run_compute(self, pc: int, name: str, eff: Effects, effect) -> int:
-        """Run a compute instruction decoded in cycle self.t: it executes in the next eff.cycles cycles."""
+    def _run_compute(self, pc: int, ins: Instr, eff: Effects, effect) -> int:
+        """Run a compute instruction decoded in cycle self.t: once its engine is free (and, without
+        OVERLAP, the other engine too) it starts, and executes in the next eff.cycles cycles while
+        the sequencer goes on."""
+        name = isa.OP_NAMES[ins.op].upper()
+        engine = isa.ENGINE_OF[eff.unit]
         self._check_written(pc, name, eff.reads)
         self._check_conflicts(pc, eff)
+        self._check_engines(pc, ins, eff, engine)
+        if self.free[engine] > self.t:  # the engine still runs its last instruction
+            self.counters.hold_unit += self.free[engine] - self.t
+            self.t = self.free[engine]
+        self._await_others(ins, engine)
         self._event("go", pc, eff.unit)
         self._event("done", pc, eff.unit, self.t + eff.cycles)
         effect()
         self.written[eff.writes] = True
         self.last_writes = eff.write_set
-        self.t += 1 + eff.cycles
+        self.free[engine] = self.t + eff.cycles + 1
+        self.running[engine] = (pc, eff)
+        self.t += 1
         return eff.cycles
 
     def _mm(self, pc: int, ins: Instr, eff: Effects) -> None:
@@ -238,7 +302,7 @@ class Machine:
             else:
                 self.sram[eff.writes] = acc.reshape(-1).astype(np.int64).astype(np.uint32)
 
-        self.counters.mm_busy += self._run_compute(pc, "MM", eff, effect)
+        self.counters.mm_busy += self._run_compute(pc, ins, eff, effect)
 
     def _vec(self, pc: int, ins: Instr, eff: Effects) -> None:
         n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
@@ -253,7 +317,7 @@ class Machine:
             else:
                 self._store_int8_rows(dst, np.asarray(z)[None, :])
 
-        self.counters.vec_busy += self._run_compute(pc, "VEC", eff, effect)
+        self.counters.vec_busy += self._run_compute(pc, ins, eff, effect)
 
     def _smax(self, pc: int, ins: Instr, eff: Effects) -> None:
         n, src, dst = ins.cnt, ins.a, ins.c
@@ -264,7 +328,7 @@ class Machine:
             p = isa.softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
             self._store_int8_rows(dst, p[None, :])
 
-        self.counters.vec_busy += self._run_compute(pc, "SMAX", eff, effect)
+        self.counters.vec_busy += self._run_compute(pc, ins, eff, effect)
 
     # ---- the sequencer -----------------------------------------------------------------------------
     def step(self, pc: int, ins: Instr) -> bool:
@@ -275,11 +339,15 @@ class Machine:
         op = ins.op
         if op == isa.OP_HALT:
             self._stall_until(self.dma.drained_at(self.t))
+            idle = max(self.free.values())  # and the engines finish (then nothing runs)
+            if idle > self.t:
+                self.counters.hold_sync += idle - self.t
+                self.t = idle
             self._event("go", pc, "seq")
             self.t += 1
             return False
         if op in (isa.OP_LOAD, isa.OP_STORE):
-            self._dma_transfer(pc, eff, op == isa.OP_LOAD)
+            self._dma_transfer(pc, ins, eff, op == isa.OP_LOAD)
         elif op == isa.OP_WAIT:
             self._stall_until(self.dma.drained_at(self.t, ins.cnt))
             self.known_done = max(self.known_done, len(self.issued) - ins.cnt)
@@ -318,7 +386,12 @@ class Machine:
 
 
 def disassemble(ins: Instr) -> str:
-    """One readable line per instruction, as printed beside the encoding by ``asm.listing``."""
+    """One readable line per instruction, as printed beside the encoding by ``asm.listing``
+    (" overlap" ends the line of an instruction with OVERLAP)."""
+    return _operands(ins) + (" overlap" if ins.overlap else "")
+
+
+def _operands(ins: Instr) -> str:
     name = isa.OP_NAMES.get(ins.op, f"op{ins.op}")
     if ins.op in (isa.OP_LOAD, isa.OP_STORE):
         f = isa.dma_fields(ins)
@@ -339,6 +412,7 @@ def disassemble(ins: Instr) -> str:
     if ins.op == isa.OP_WAIT and ins.cnt:
         return f"wait keep={ins.cnt}"
     return name
+
 
 
 def run_program(code: list[int], ext: list[int] | np.ndarray, extw: int | None = None,

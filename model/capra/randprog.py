@@ -3,11 +3,12 @@
 A program is grown one instruction at a time. Each candidate is tried on a copy of a machine
 model that has run the program so far; candidates the model rejects (a race with the DMA, a bank
 port in use, a word read before it was written, an operand past the end of the scratchpad) are
-dropped, so every program produced is valid and exercises DMA/compute overlap wherever the model
-allows it. Every word a compute instruction writes is then stored to external memory, so the
-results reach it through the DMA too; the testbench compares the external memory, the scratchpad
-words the program wrote and all five counters (tools/visibility.py measures how much of what the
-programs compute a replay would see).
+dropped, so every program produced is valid and exercises DMA/compute overlap, and the two
+compute engines side by side (OVERLAP), wherever the model allows it. Every word a compute
+instruction writes is then stored to external memory, so the results reach it through the DMA
+too; the testbench compares the external memory, the scratchpad words the program wrote and all
+seven counters (tools/visibility.py measures how much of what the programs compute a replay
+would see).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .machine import Machine, ProgramError
 
 SPAN = 1024  # external words a random program uses: data below DATA_WORDS, results above
 DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
+OVERLAP_SHARE = 0.7  # of the instructions that may take OVERLAP, those tried with it first
 
 
 def _pick_qcfg(rng: random.Random, src) -> list[int]:
@@ -39,15 +41,24 @@ def _pick_qcfg(rng: random.Random, src) -> list[int]:
                     shift=rng.randrange(8, 26), bias=src(17))
 
 
-def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, store_at) -> list[int]:
-    """A random instruction. Operands are read mostly from spans of words the program wrote, so
-    that the instruction is valid and a wrong result usually shows up in what the program stores;
-    matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a multiple of 4, M = 1.
-    store_at(n) is where a STORE spanning n external words goes."""
+def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, store_at, kind: str | None = None,
+                       avoid: frozenset[int] = frozenset()) -> list[int]:
+    """A random instruction (of `kind`, when given). Operands are read mostly from spans of words
+    the program wrote, so that the instruction is valid and a wrong result usually shows up in
+    what the program stores; matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a
+    multiple of 4, M = 1. Operands start outside the bank groups in `avoid` (where the other
+    engine works), so the instruction can often run beside it. store_at(n) is where a STORE
+    spanning n external words goes."""
+    group = isa.SRAM_GROUP_WORDS
+    top = isa.SRAM_WORDS * 3500 // 4096  # operands start at 0..3499 at the default 4096 words
     live = np.flatnonzero(written)
+    if avoid:
+        live = live[~np.isin(live // group, list(avoid))]
+    starts = [g for g in range(isa.SRAM_WORDS // group) if g not in avoid and g * group < top] or [0]
 
     def sram() -> int:
-        return rng.randrange(0, isa.SRAM_WORDS * 3500 // 4096)  # 0..3499 at the default 4096 words
+        g = rng.choice(starts)
+        return rng.randrange(g * group, min(top, (g + 1) * group))
 
     def src(n: int = 1) -> int:
         """The start of n written words in a row (usually), else any word."""
@@ -58,8 +69,8 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
                     return start
         return sram()
 
-    kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"],
-                       weights=[5, 2, 1, 2, 5, 4, 2])[0]
+    if kind is None:
+        kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"], weights=[5, 2, 1, 2, 5, 4, 2])[0]
     if kind == "load":
         rows, cols = rng.randint(1, 4), rng.randint(4, 32)
         return asm.load(sram(), rng.randrange(0, DATA_WORDS - 100), rows, cols,
@@ -110,17 +121,25 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     mach = Machine.with_ext(ext, SPAN, ext_latency=ext_latency)
     code: list[int] = []
 
+    overlap_rng = random.Random(seed ^ 0x0E7E)  # its own stream: the instructions stay those of the seed
+
     def accept(words: list[int]) -> bool:
-        """Append `words` if the machine model accepts them after the program so far."""
+        """Append `words` if the machine model accepts them after the program so far: most often
+        first with OVERLAP (beside the other engine), where the model allows it."""
         nonlocal mach
-        trial = mach.copy()
-        try:
-            trial.step(len(code) // isa.WORDS_PER_INSTR, isa.Instr.decode(words))
-        except ProgramError:
-            return False
-        mach = trial
-        code.extend(words)
-        return True
+        tries = [words]
+        if words[0] >> 28 in isa.OVERLAP_OPS and overlap_rng.random() < OVERLAP_SHARE:
+            tries.insert(0, asm.overlap(words))
+        for attempt in tries:
+            trial = mach.copy()
+            try:
+                trial.step(len(code) // isa.WORDS_PER_INSTR, isa.Instr.decode(attempt))
+            except ProgramError:
+                continue
+            mach = trial
+            code.extend(attempt)
+            return True
+        return False
 
     # data to compute on from the start: a block in one bank group, then (in flight) one in another
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
@@ -140,18 +159,44 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
 
     attempts = grown = 0
     nonzero = False  # has a compute instruction written a word that is not zero?
+    pending: list[list[int]] = []  # the STOREs of the last compute instruction's results, not yet issued
+
+    def flush() -> None:
+        for words in pending:
+            accept(words)
+        pending.clear()
+
     while (grown < length or not nonzero) and attempts < 50 * length:
         attempts += 1
-        words = random_instruction(rng, mach.written, mach.qbias, store_at)
+        words = random_instruction(rng, mach.written, mach.qbias, store_at, *_beside(mach, overlap_rng))
         if accept(words):
             grown += 1
             if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):
                 nonzero = nonzero or bool(mach.sram[sorted(mach.last_writes)].any())
-                # store everything it computed, so the external memory holds every result too
-                for sram, rows, cols, stride in _stores_for(sorted(mach.last_writes)):
-                    accept(asm.store(sram, store_at(rows * cols), rows, cols, ext_stride=cols, sram_stride=stride))
+                # store everything it computed, so the external memory holds every result too: mostly
+                # only after the next compute instruction, which may then run beside this one
+                flush()
+                pending += [asm.store(sram, store_at(rows * cols), rows, cols, ext_stride=cols, sram_stride=stride)
+                            for sram, rows, cols, stride in _stores_for(sorted(mach.last_writes))]
+                if overlap_rng.random() < 0.3:
+                    flush()
+    flush()
     code += asm.halt()
     return code, ext
+
+
+def _beside(mach: Machine, rng: random.Random) -> tuple[str | None, frozenset[int]]:
+    """Now and then, while one engine's last instruction may still run, an instruction for the
+    other engine away from the bank groups it uses: (its kind, the groups to avoid); else (None,
+    nothing). Random choices alone almost never find such a pair."""
+    running = [(engine, last) for engine, last in mach.running.items() if last is not None]
+    if not running or rng.random() < 0.2:
+        return None, frozenset()
+    engine, (_pc, eff) = running[-1]
+    words = np.concatenate([eff.reads, eff.writes])
+    groups = frozenset((words // isa.SRAM_GROUP_WORDS).tolist())
+    kind = "smax" if engine == "mmvec" else rng.choice(["mm", "vec"])
+    return kind, groups
 
 
 def _stores_for(words: list[int]) -> list[tuple[int, int, int, int]]:
@@ -215,4 +260,43 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
          + asm.vec(isa.VEC_ADD, 0, 100, 64, b=17) + asm.qcfg(qa=3, qb=1, shift=2)
          + asm.vec(isa.VEC_ADD, 0, 116, 64, b=17) + asm.store(100, 800, 1, 32) + asm.halt(), ext),
     ]
+    # The two engines side by side, OVERLAP set wherever the model allows it; each pair below would
+    # break one of the engine rules if it ran side by side, so the model makes it wait, and a model
+    # that let it run shows in what the chip computes.
+    # A matmul writing the words a long softmax reads in its third pass (write after read):
+    sources = asm.load(0, 0, 1, 16) + asm.load(1024, 16, 1, 80) + asm.wait() + asm.qcfg(qa=40, shift=10)
+    war = (sources + asm.smax(0, 2048, 64) + asm.mm(1024, 1040, 0, 1, 16, 16, out8=True, brows=True)
+           + asm.store(2048, 900, 1, 16) + asm.store(0, 940, 1, 4) + asm.halt())
+    # softmaxes writing bank group 2 while a long copy writes there too, one word each cycle, at
+    # four alignments (write port: the softmax's writes would be lost):
+    copy = (asm.load(1024, 0, 4, 128, ext_stride=40, sram_stride=128) + asm.wait()
+            + asm.vec(isa.VEC_COPY, 1024, 2048, 2048))
+    port = (sources + copy + [w for i in range(4) for w in asm.smax(0, 2600 + 17 * i, 16)]
+            + asm.store(2048, 400, 1, 512) + asm.store(2600, 950, 4, 4, ext_stride=4, sram_stride=17) + asm.halt())
+    both = sources + asm.smax(0, 2048, 64) + asm.mm(1024, 1040, 1200, 1, 16, 16, out8=True, brows=True) + asm.halt()
+    progs += [("HALT waits for both engines", overlap_where_allowed(both, ext), ext),
+              ("the engines side by side: a write after a read is held back", overlap_where_allowed(war, ext), ext),
+              ("the engines side by side: two writes to one bank are held back", overlap_where_allowed(port, ext), ext)]
     return progs
+
+
+def overlap_where_allowed(code: list[int], ext: list[int]) -> list[int]:
+    """`code` with OVERLAP on every instruction that may take it where the machine model accepts
+    it, trying them in order (what a compiler that always overlaps would emit)."""
+    mach = Machine.with_ext(ext, isa.EXT_MEMORY)
+    out: list[int] = []
+    for pc in range(len(code) // isa.WORDS_PER_INSTR):
+        words = code[4 * pc : 4 * pc + 4]
+        tries = [asm.overlap(words), words] if words[0] >> 28 in isa.OVERLAP_OPS else [words]
+        for attempt in tries:
+            trial = mach.copy()
+            try:
+                trial.step(pc, isa.Instr.decode(attempt))
+            except ProgramError:
+                if attempt is tries[-1]:
+                    raise
+                continue
+            mach = trial
+            out += attempt
+            break
+    return out

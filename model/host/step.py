@@ -3,7 +3,7 @@
 ``run_step(program, feeds)`` quantizes the feeds into the program's external memory image, runs
 the machine model to HALT and reads back what the step produced for each request of the batch:
 its token (the chip's argmax), its int8 logits and their float values, and its new key and value
-rows, with the program's code, memory image and the five cycle counters (what an RTL replay needs)
+rows, with the program's code, memory image and the seven cycle counters (what an RTL replay needs)
 and its roofline bound.
 
 A ``Step`` is what the Chapter 15 host (``paged_lm.PagedChip``), the batched runner and the
@@ -42,7 +42,7 @@ class Step(Mapping):
     v: list[np.ndarray]  # new value row
     code: list[int]
     ext: list[int]  # the external memory image at the start
-    counters: list[int]  # c0..c4: cycles, DMA busy, MM busy, vector busy, DMA stall
+    counters: list[int]  # c0..c4 (cycles, DMA busy, MM busy, vector busy, DMA stall), h_unit, h_sync
     bound: float  # the roofline bound of the program (capra.analysis)
     L: int | None = None  # the decode step, from 1 (PagedChip)
     pages: int | None = None  # pages in use (PagedChip: when the step starts; serving: after it)
@@ -99,5 +99,5 @@ def run_step(program: Program, feeds: Mapping[str, object], contexts: Sequence[i
     ints, floats = out["logits"]
     return Step(contexts=list(contexts), tokens=[row[0] for row in out["tok"][0]], ints=ints, logits=floats,
                 k=[np.asarray(out[n.k][1][0]) for n in names], v=[np.asarray(out[n.v][1][0]) for n in names],
-                code=program.code, ext=ext, counters=machine.counters.as_list(),
+                code=program.code, ext=ext, counters=machine.counters.with_holds(),
                 bound=roofline(program.code).bound)

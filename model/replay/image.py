@@ -2,7 +2,7 @@
 
 A ``Record`` is one program as the testbench replays it: the code, the initial external memory,
 and the machine model's expectations (every external word the program changes, every scratchpad
-word it writes, the five counters). ``record(code, ext)`` runs the machine model to make one.
+word it writes, the seven counters). ``record(code, ext)`` runs the machine model to make one.
 
 An image is a text file, one 32-bit word per line as eight lowercase hex digits and a line feed,
 in one of two forms (docs/replay.md):
@@ -31,12 +31,12 @@ from capra.machine import Machine, run_program
 
 from .runs import UserError, write_text
 
-IMG_MAGIC = 0x47413203  # "GA2" and the format's number, 3
+IMG_MAGIC = 0x47413204  # "GA2" and the format's number, 4
 REC_MAGIC = 0x52454321  # "REC!"
 MASK = 0xFFFFFFFF
 IMG_HEADER = 4  # IMG_MAGIC, programs, words in the image, CRC-32 of those three
 REC_HEADER = 7  # REC_MAGIC, n_code, n_init, n_xrun, n_xval, n_srun, n_sval
-N_COUNTERS = 5
+N_COUNTERS = 7  # c0..c4, h_unit, h_sync (machine.Counters.with_holds)
 RUN_WORDS = 2  # a run is two words: its first address and its length (external addresses are 32 bits)
 MAX_PROGRAMS = 0xFFFF
 FORMS = ("header", "chapter")
@@ -127,7 +127,7 @@ def record(code: Sequence[int], ext: Sequence[int], ext_memory: int | None = Non
            ext_latency: int | None = None) -> Record:
     """One program's record, its expectations from the machine model: every external word that
     changed, every scratchpad word the program wrote (the scratchpad is never cleared, so words it
-    did not write hold whatever came before and are not compared) and the five counters.
+    did not write hold whatever came before and are not compared) and the seven counters.
 
     The external memory has `ext_memory` words (default: the active configuration's) and answers
     reads after `ext_latency` cycles (default: the configuration's); replay the image with the
@@ -148,7 +148,7 @@ def record_of(code: Sequence[int], init: Sequence[int], machine: Machine) -> Rec
     changed = np.flatnonzero(machine.ext != start)
     written = np.flatnonzero(machine.written)
     return Record(list(code), list(init), dict(zip(changed.tolist(), machine.ext[changed].tolist())),
-                  dict(zip(written.tolist(), machine.sram[written].tolist())), machine.counters.as_list())
+                  dict(zip(written.tolist(), machine.sram[written].tolist())), machine.counters.with_holds())
 
 
 def crc32_words(words: Iterable[int], crc: int = 0) -> int:

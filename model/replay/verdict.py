@@ -2,7 +2,8 @@
 
 The testbench prints exactly one verdict line (``PASS: <n> programs match ...``, or a line starting
 ``FAIL`` or ``MISMATCH`` that names the program, the word or counter, expected and got) and, built
-with ``DUMP``, a line ``COUNTERS <i> <c0> <c1> <c2> <c3> <c4>`` per program. ``judge`` turns that,
+with ``DUMP``, lines ``COUNTERS <i> <c0> <c1> <c2> <c3> <c4>`` and ``HOLDS <i> <h_unit> <h_sync>``
+per program. ``judge`` turns that,
 the simulator's exit status and what the image holds into a ``Verdict``: passed only when the
 simulator exited 0, printed one verdict line, PASS for exactly the image's programs, and (with
 the counters expected) printed every program's counters, equal to the machine model's.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 VERDICT_RE = re.compile(r"^(PASS|FAIL|MISMATCH)\b.*$", re.M)
 PASS_COUNT_RE = re.compile(r"^PASS: (\d+) programs?\b")
 COUNTERS_RE = re.compile(r"^COUNTERS (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.M)
+HOLDS_RE = re.compile(r"^HOLDS (\d+) (\d+) (\d+)$", re.M)
 PROGRAM_RE = re.compile(r"\bprogram (\d+)\b")
 
 
@@ -27,8 +29,12 @@ def verdict_line(output: str) -> str:
 
 
 def parse_counters(output: str) -> dict[int, list[int]]:
-    """Program index -> its five counters, from the testbench's COUNTERS lines (define DUMP)."""
-    return {int(m.group(1)): [int(c) for c in m.groups()[1:]] for m in COUNTERS_RE.finditer(output)}
+    """Program index -> its seven counters (c0..c4, then h_unit and h_sync), from the testbench's
+    COUNTERS and HOLDS lines (define DUMP); a program with one line and not the other has what it printed."""
+    found = {int(m.group(1)): [int(c) for c in m.groups()[1:]] for m in COUNTERS_RE.finditer(output)}
+    for m in HOLDS_RE.finditer(output):
+        found.setdefault(int(m.group(1)), []).extend(int(c) for c in m.groups()[1:])
+    return found
 
 
 def failed_program(line: str) -> int | None:
@@ -57,7 +63,7 @@ class Verdict:
 def judge(simulator: str, rc: int, output: str, programs: int, *, dump: bool = False,
           expected: Sequence[Sequence[int]] | None = None) -> Verdict:
     """The verdict of one replay of an image of `programs` programs (module docstring). With
-    `dump`, the counters printed are collected; with `expected` (each program's five counters from
+    `dump`, the counters printed are collected; with `expected` (each program's seven counters from
     the machine model), they must equal it."""
     verdicts = [m.group(0) for m in VERDICT_RE.finditer(output)]
     last = " | ".join(output.strip().splitlines()[-2:]) or "(no output)"

@@ -24,7 +24,9 @@ module ga2_wrap #(
     output wire [31:0] c1,
     output wire [31:0] c2,
     output wire [31:0] c3,
-    output wire [31:0] c4
+    output wire [31:0] c4,
+    output wire [31:0] h_unit,
+    output wire [31:0] h_sync
 );
     wire       wr_en;
     wire [31:0] wr_addr;
@@ -32,7 +34,7 @@ module ga2_wrap #(
     ga2_sys #(.EXTW(EXTW)) u_sys (
         .clk(clk), .rst(rst), .latency(LATENCY[4:0]), .stall_pct(STALL[6:0]), .stall_seed(SEED[31:0]), .imem_we(imem_we), .imem_addr(imem_addr),
         .imem_wdata(imem_wdata), .halted(halted), .illegal(illegal), .status(status), .status_pc(status_pc),
-        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask)
+        .c0(c0), .c1(c1), .c2(c2), .c3(c3), .c4(c4), .h_unit(h_unit), .h_sync(h_sync), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask)
     );
 endmodule
 `default_nettype wire

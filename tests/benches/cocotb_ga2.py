@@ -4,10 +4,10 @@ For each program the test writes the code and a HALT (four zero words, so the co
 earlier program left in the instruction memory) through ga2's imem port while rst is high, as tb/ga2_tb.v
 does, and sets the external memory image in tb/axi_mem.v's `mem` array. The scratchpad is not cleared: a
 program only reads scratchpad words it wrote (the machine model rejects any other). Then reset is released
-and the test waits for `halted`. Every external memory word and the five counters c0..c4 must equal what
-model/capra/machine.py:run_program says for the wrapper's read latency (the expected values come from the
-model only). Programs: random valid ones from capra.randprog.random_program and the hand-written ones of
-capra.randprog.handwritten_programs.
+and the test waits for `halted`. Every external memory word and the seven counters (c0..c4, h_unit,
+h_sync) must equal what model/capra/machine.py:run_program says for the wrapper's read latency (the
+expected values come from the model only). Programs: random valid ones from
+capra.randprog.random_program and the hand-written ones of capra.randprog.handwritten_programs.
 
 Built with STALL > 0 the memory stalls each AXI channel in that percentage of cycles, on the seeded
 schedule of capra.dma.StallSchedule (SEED): the model runs on the same schedule, so the memory and all
@@ -34,8 +34,8 @@ from capra.randprog import handwritten_programs, random_program
 from benches.cocotb_util import Cycles, rng, show, start_clock, value
 
 RANDOM_PROGRAMS = 40
-COUNTERS = ("c0", "c1", "c2", "c3", "c4")
-COUNTER_NAMES = ("cycles", "dma_busy", "mm_busy", "vec_busy", "dma_stall")
+COUNTERS = ("c0", "c1", "c2", "c3", "c4", "h_unit", "h_sync")
+COUNTER_NAMES = ("cycles", "dma_busy", "mm_busy", "vec_busy", "dma_stall", "hold_unit", "hold_sync")
 ST_ILLEGAL = 1  # rtl/ga2_defs.vh: why the chip halted
 ILLEGAL_WATCHDOG = 400  # cycles; each illegal program halts within a LOAD and a WAIT
 MISMATCHES_SHOWN = 8
@@ -122,7 +122,7 @@ async def test_ga2_programs_match_the_machine_model(dut):
         image = ext_image(ext)
         # the expected values: the model only, on the same memory
         mach = run_program(code, image, EXTW, ext_latency=bench.latency, stall=bench.stall)
-        want_counters = mach.counters.as_list()
+        want_counters = mach.counters.with_holds()
         if bench.stall is not None:
             slowed += want_counters[0] > run_program(code, image, EXTW, ext_latency=bench.latency).counters.cycles
         await bench.load(code, image)
@@ -172,8 +172,10 @@ def illegal_programs(r) -> list[tuple[str, list[int], list[int], int]]:
         "opcode 8": Instr(8, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
         "opcode 9": Instr(9, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
         "opcode 15": Instr(15, cnt=1, a=0, b=300, c=16, d=16, e=16).encode(),
-        "reserved w0 bit 16 (STORE)": with_bits(store, 0, 1 << 16),
+        "reserved w0 bit 17 (STORE)": with_bits(store, 0, 1 << 17),
         "reserved w0 bit 19 (STORE)": with_bits(store, 0, 1 << 19),
+        "OVERLAP (w0 bit 16) on WAIT": with_bits(asm.wait(), 0, isa.OVERLAP_BIT),
+        "OVERLAP (w0 bit 16) on QCFG": with_bits(asm.qcfg(qa=5, shift=3), 0, isa.OVERLAP_BIT),
         "reserved w0 bits 19:16 (QCFG)": with_bits(asm.qcfg(qa=5, shift=3), 0, 0xF << 16),
         "reserved w3 bit 24 (QCFG)": with_bits(asm.qcfg(qa=5, shift=3), 3, 1 << 24),
         "reserved w3 bit 31 (SMAX)": with_bits(asm.smax(0, 20, 8), 3, 1 << 31),

@@ -14,7 +14,7 @@ machine's cores (--jobs, default 2):
 
   exactness  N random programs (--random, default 20) and the tiny model's 32-step decode (no
              window) replayed in Icarus and in Verilator built for the point; every word and all
-             five counters must equal the machine model's (a mismatch is a failure, exit 1)
+             seven counters must equal the machine model's (a mismatch is a failure, exit 1)
   cycles     decode steps 1 and 32, cycles per extra token of context ((c32 - c1) / 31), the
              efficiency of step 32 against its own roofline bound (capra.analysis.roofline)
   batching   tokens per kilocycle of one batch of 4 at context 8 (host.ModelRunner)

@@ -3,8 +3,9 @@
 For the model's decode without a window (contexts 1..steps): per step the cycles (machine model =
 RTL, exact), the words the DMA engine moves, the MACs, the bound max(beats, MACs / N^2; N^2 = 16 on
 the default 4 x 4 array), the efficiency bound / cycles, the cycles added by one more token of
-context and the five counters' split. Then the same decode with a window of 8 and of 4 (the host of
-Chapter 15: each step runs the program for context min(L, W)), one line each, and the cost of one
+context and the counters' split (stall: c4, held: h_unit + h_sync). Then the same decode with a
+window of 8 and of 4 (the host of Chapter 15: each step runs the program for context min(L, W)),
+one line each, and the cost of one
 more token of context against the ideal: one K row and one V row to move, 2 x ceil(D / 4) words (in
 beats of EXT_WORDS words).
 
@@ -50,7 +51,7 @@ def main(args) -> int:
     model = T.make_model(args.model)
     check_context("--steps", args.steps, model)
     print(f"{'step':>4s} {'ctx':>4s} {'cycles':>7s} {'words':>6s} {'MACs':>6s} {'bound':>6s} {'eff':>6s} "
-          f"{'+cycles':>8s} {'dma':>5s} {'mm':>5s} {'vec':>5s} {'stall':>5s}")
+          f"{'+cycles':>8s} {'dma':>5s} {'mm':>5s} {'vec':>5s} {'stall':>5s} {'held':>5s}")
     worst: dict[int | None, float] = {}
     totals: dict[int | None, int] = {}
     per_token = 0.0
@@ -68,7 +69,8 @@ def main(args) -> int:
             if W is None:
                 inc = "" if prev is None else f"{c.cycles - prev:8d}"
                 print(f"{r['L']:4d} {r['ctx']:4d} {c.cycles:7d} {rf.dma_words:6d} {rf.macs:6d} {rf.bound:6.0f} "
-                      f"{eff:6.2f} {inc:>8s} {c.dma_busy:5d} {c.mm_busy:5d} {c.vec_busy:5d} {c.dma_stall:5d}")
+                      f"{eff:6.2f} {inc:>8s} {c.dma_busy:5d} {c.mm_busy:5d} {c.vec_busy:5d} {c.dma_stall:5d} "
+                      f"{c.hold_unit + c.hold_sync:5d}")
             prev = c.cycles
         totals[W] = sum(r["counters"][0] for r in records)
         if W is None:

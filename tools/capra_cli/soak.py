@@ -8,7 +8,7 @@ DMA overlap) for a seed derived from --seed and i. Programs go in batches of --b
 at one external memory latency (0, 1, 16 cycles and the configuration's own, 4 at the default, in
 turn). A batch is one image (model/replay/image.py, expectations from the machine model) replayed
 once in Icarus and once in Verilator, in a folder of its own; the testbench compares the external
-memory, the scratchpad words each program wrote and the five counters, and prints every
+memory, the scratchpad words each program wrote and the seven counters, and prints every
 program's counters, which must also equal the model's. --jobs batches run at once (default 2:
 this machine's cores).
 

@@ -53,8 +53,8 @@ def slices(code: Sequence[int], events: Sequence[Event], latency: int) -> list[t
     """The timeline as (lane, first cycle, cycles, label) slices, from the model's events.
 
     The sequencer lane holds its stalls (from the cycle it could take an instruction to the cycle
-    it did) and the one cycle of each WAIT, QCFG, HALT, LOAD and STORE; a compute lane the cycles
-    after an instruction's decode to its last; the DMA lane each transfer from setup to end; the
+    it did: c4, h_unit and h_sync together) and the issue cycle of each instruction; a compute
+    lane the cycles after an instruction's issue to its last; the DMA lane each transfer from setup to end; the
     memory channels follow from the setup cycle by the DMA's timing (docs/isa.md): a LOAD of n
     beats requests in s+1..s+n and writes the answers in s+2+L..s+n+1+L, a STORE reads the
     scratchpad in s+1..s+n and sends in s+3..s+n+2."""
@@ -73,10 +73,8 @@ def slices(code: Sequence[int], events: Sequence[Event], latency: int) -> list[t
             out.append(("sequencer", ready, e.cycle - ready, f"stall before {name} (pc {e.pc})"))
         if e.unit in ("mm", "vec", "smax"):
             out.append((e.unit, e.cycle + 1, done[e.pc] - e.cycle, f"{name} pc {e.pc}"))
-            ready = done[e.pc] + 1
-        else:
-            out.append(("sequencer", e.cycle, 1, f"{name} pc {e.pc}"))
-            ready = e.cycle + 1
+        out.append(("sequencer", e.cycle, 1, f"{name} pc {e.pc}"))
+        ready = e.cycle + 1
         if e.unit == "dma":
             s, n = setup[e.pc], isa.effects(ins).cycles
             out.append(("dma", s, end[e.pc] - s + 1, f"{name} pc {e.pc}: {n} beats"))
@@ -86,6 +84,21 @@ def slices(code: Sequence[int], events: Sequence[Event], latency: int) -> list[t
             else:
                 out.append(("ext writes", s + 3, n, f"pc {e.pc}"))
     return out
+
+
+def lane_counts(sl: Sequence[tuple[str, int, int, str]], total: int) -> list[int]:
+    """What the lanes of a timeline add up to, as ``counted`` gives it from the counters: the DMA
+    lane's cycles, MM's, VEC's and SMAX's together (both may run in one cycle: two), and the
+    sequencer's stalls."""
+    stalls = sum(c for lane, _f, c, label in sl if lane == "sequencer" and label.startswith("stall"))
+    return [int(busy(sl, "dma", total).sum()), int(busy(sl, "mm", total).sum()),
+            int(busy(sl, "vec", total).sum() + busy(sl, "smax", total).sum()), stalls]
+
+
+def counted(counters: Sequence[int]) -> list[int]:
+    """c1, c2, c3 and every cycle the sequencer held an instruction (c4 + h_unit + h_sync), from a
+    step's seven counters."""
+    return [*counters[1:4], sum(counters[4:7])]
 
 
 def chrome_trace(name: str, sl: Sequence[tuple[str, int, int, str]], meta: dict) -> dict:
@@ -119,8 +132,11 @@ def summary(name: str, counters: list[int], sl: Sequence[tuple[str, int, int, st
         n = int(busy(sl, lane, total).sum())
         count = sum(1 for x in sl if x[0] == lane)
         lines.append(f"  {lane:5} busy {n:6d} cycles ({n / total:5.1%}) in {count} instructions")
-    lines.append(f"  DMA beside compute {int((dma & compute).sum()):6d} cycles; nothing busy "
-                 f"{int((~dma & ~compute).sum())}; sequencer stalled on the DMA {stalls} (c4 = {counters[4]})")
+    both = busy(sl, "smax", total) & (busy(sl, "mm", total) | busy(sl, "vec", total))
+    lines.append(f"  DMA beside compute {int((dma & compute).sum()):6d} cycles; the two engines side by side "
+                 f"{int(both.sum())}; nothing busy {int((~dma & ~compute).sum())}")
+    lines.append(f"  sequencer held {stalls} cycles: on the DMA {counters[4]} (c4), for its own engine "
+                 f"{counters[5]} (h_unit), for the other engine {counters[6]} (h_sync)")
     return lines
 
 
@@ -173,19 +189,14 @@ def main(args) -> int:
         step = runner.run(list(range(b)), caches, check=True)
         machine = Machine.with_ext(step.ext, isa.EXT_MEMORY, events=True)
         machine.run(step.code)
-        if machine.counters.as_list() != step.counters:
-            problems.append(f"B={b}: the timeline's run took {machine.counters.as_list()}, the step {step.counters}")
+        if machine.counters.with_holds() != step.counters:
+            problems.append(f"B={b}: the timeline's run took {machine.counters.with_holds()}, the step {step.counters}")
         name = "solo" if b == 1 else f"batch{b}"
         sl = slices(step.code, machine.events, cfg.ext_latency)
         print("\n".join(summary(f"{name} step (B={b}, context {args.context})", step.counters, sl)))
-        # the lanes must account for the counters: c1 the DMA lane, c2 MM, c3 VEC and SMAX, c4 the stalls
-        total = step.counters[0]
-        stalls = sum(c for lane, _f, c, label in sl if lane == "sequencer" and label.startswith("stall"))
-        lanes = [int(busy(sl, "dma", total).sum()), int(busy(sl, "mm", total).sum()),
-                 int((busy(sl, "vec", total) | busy(sl, "smax", total)).sum()), stalls]
-        if lanes != step.counters[1:]:
-            problems.append(f"{name}: the timeline's lanes add up to {lanes} cycles, counters c1..c4 say "
-                            f"{step.counters[1:]}")
+        lanes, want = lane_counts(sl, step.counters[0]), counted(step.counters)
+        if lanes != want:
+            problems.append(f"{name}: the timeline's lanes add up to {lanes} cycles, the counters say {want}")
         checks += 1
         meta = {"step": name, "batch": b, "context": args.context, "cycles": step.counters[0],
                 "counters": step.counters, "config": cfg.key(), "commit": commit,
