@@ -521,6 +521,15 @@ module ga2_tb;
     endtask
 
     // ---- the scratchpad, bank by bank (rtl/sram.v: lane a[1:0], group a[SAW-1:SAW-2], row in between)
+    // what the instruction the sequencer holds waits for, at the watchdog (rtl/ga2.v's stall, hold_u,
+    // hold_s, in the order the counters count them)
+    function [8*40-1:0] hang_name(input stalled, input held_unit, input held_sync);
+        if (stalled)        hang_name = "waits for the DMA";
+        else if (held_unit) hang_name = "waits for its engine";
+        else if (held_sync) hang_name = "waits for the other engine";
+        else                hang_name = "is issued every cycle (no wait)";
+    endfunction
+
     // the name of counter i of a record (rtl/ga2.v)
     function [8*8-1:0] counter_name(input integer index);
         case (index)
@@ -693,7 +702,9 @@ module ga2_tb;
             end
             wlog_len = wlog_n;
             if (!halted) begin
-                $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles", p, watchdog);
+                $display("FAIL: program %0d did not halt within the watchdog bound of %0d cycles: instruction %0d %0s",
+                         p, watchdog, u_sys.u_ga2.pc, hang_name(u_sys.u_ga2.stall, u_sys.u_ga2.hold_u,
+                                                               u_sys.u_ga2.hold_s));
                 bad = 1;
             end else if (illegal != (status == ST_ILLEGAL)) begin
                 $display("FAIL: program %0d halted with illegal = %0d but status %0s", p, illegal, status_name(status));

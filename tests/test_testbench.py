@@ -286,7 +286,8 @@ def _watchdog(tmp_path):
     (lambda tmp: _write(tmp, _listing(_records())), (), "PASS", 0),
     (_mismatch, (), "MISMATCH: program 0 external word 103", 1),
     (_bad_image, (), "FAIL: malformed image", 1),
-    (_watchdog, ("+WATCHDOG=500",), "FAIL: program 0 did not halt within the watchdog bound of 500 cycles", 1),
+    (_watchdog, ("+WATCHDOG=500",),
+     "FAIL: program 0 did not halt within the watchdog bound of 500 cycles: instruction 1 waits for the DMA", 1),
 ], ids=["pass", "mismatch", "malformed", "watchdog"])
 def test_the_exit_status_says_what_the_verdict_says(sim, image, plusargs, starts, status, tmp_path):
     rc, out = _run(sim, f"+PROG={image(tmp_path)}", *plusargs)
