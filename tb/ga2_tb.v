@@ -49,7 +49,7 @@
 // memory, an error answer) / MISMATCH (a word or a counter,
 // named with both values; the lowest differing address of a memory). Exit status: 0 after PASS,
 // 1 after FAIL or MISMATCH (Icarus: $finish_and_return(1); Verilator: $stop, which model/replay/simulators.py's
-// build (tb/sim_exit.cpp, -DVL_USER_STOP) turns into exit(1); a Verilator build without it
+// build (tb/sim_hooks.cpp, -DVL_USER_STOP) turns into exit(1); a Verilator build without it
 // aborts there instead, status 134, still not 0).
 //
 // Plusargs: +PROG=<file> (default out/ga2_programs.hex, relative to the working directory; at most
@@ -193,6 +193,11 @@ module ga2_tb;
         end
     end
 
+`ifdef VERILATOR
+`systemc_header
+void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
+`verilog
+`endif
     reg [31:0] img [0:MAXWORDS-1];
     reg [31:0] ext_want [0:EXTW-1];  // what the external memory must hold after the program
     reg [31:0] imem_has [0:IMEM_WORDS-1];  // the instruction memory's words 0 .. imem_len-1 (as loaded)
@@ -377,6 +382,10 @@ module ga2_tb;
                 $display("FAIL: cannot open the image %0s", shown);
                 bad = 1;
             end
+`ifdef VERILATOR
+            // the $fread of a Verilator build locks the file around every byte (tb/sim_hooks.cpp)
+            else $c("capra_read_unlocked(", fd, ");");
+`endif
             while (bad == 0 && nread < n_words && (headed || buf_at < buf_n || buf_part > 0)) begin
                 read_word;
                 if (bad == 0) begin

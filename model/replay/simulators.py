@@ -10,7 +10,7 @@ of RTL, configuration or tool, and two copies of the repository with the same RT
 A Verilator build compiles the generated C++ of the design and Verilator's own runtime (about a
 third of its time, the same for every design): the runtime's objects are kept beside the builds,
 keyed by what they are compiled from (the Verilator and C++ compiler versions, the flags, the
-generated build switches, tb/sim_exit.cpp), and copied into every later build instead of compiled
+generated build switches, tb/sim_hooks.cpp), and copied into every later build instead of compiled
 again.
 
 Builds are safe to start at once from several processes (test workers, parallel tools): a build
@@ -55,13 +55,17 @@ INSTALL_HINT = {
 
 # Verilator's runtime turns a string argument ($fopen's file name) into text in a 256-character
 # stack buffer and overruns it on a longer one; room for ga2_tb's PATH_MAX + 1 characters.
-# VL_USER_STOP with tb/sim_exit.cpp: Verilog $stop exits with status 1 instead of aborting.
-# OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25% slower).
+# VL_USER_STOP with tb/sim_hooks.cpp: Verilog $stop exits with status 1 instead of aborting.
+# --x-initial fast: registers start at zero without asking the random generator for each (what the
+# default gives with +verilator+rand+reset+0, as the chip resets every register anyway; 5 ms less at
+# every start). OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25%
+# slower); OPT_GLOBAL: the runtime's too ($fread, the --timing scheduler; -O3 and Verilator's own -O3
+# measured no faster: docs/cycle_model.md).
 # Verilator writes the C++ and its makefile (--main --exe --timing: --binary without --build); the
 # build runs make on it itself, with the runtime's objects in place when they are kept.
-VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP")
-VERILATOR_MAKE = ("OPT_FAST=-O2",)
-VERILATOR_EXIT = ROOT / "tb" / "sim_exit.cpp"
+VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP", "--x-initial", "fast")
+VERILATOR_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2")
+VERILATOR_HOOKS = ROOT / "tb" / "sim_hooks.cpp"
 
 
 class SimulatorMissing(UserError, RuntimeError):
@@ -108,7 +112,7 @@ def build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]
     """The cache key of one build (module docstring)."""
     flags = "|".join(VERILATOR_FLAGS + VERILATOR_MAKE) if kind == "verilator" else ""
     h = hashlib.sha256(f"{kind}|{_version(kind)}|{top}|{'|'.join(defines)}|{flags}".encode())
-    extra = [VERILATOR_EXIT] if kind == "verilator" else []
+    extra = [VERILATOR_HOOKS] if kind == "verilator" else []
     # the sources as a set: the chapter's listing names every rtl/*.v in its own order, and builds
     # the same simulator as the replay's three files with the modules found in rtl/
     sources = {_shown(f): f for f in [*files, *extra, *INCLUDE_DIR.glob("*.vh"), *INCLUDE_DIR.glob("*.v")]}
@@ -174,7 +178,7 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
             _check(["verilator", "--main", "--exe", "--timing", "-O2", "--default-language", "1364-2005",
                     "--top-module", top, f"-I{INCLUDE_DIR}", "-y", str(INCLUDE_DIR), "--Mdir", str(work),
                     "-o", f"V{top}", *VERILATOR_FLAGS, *(f"-D{d}" for d in defines), *map(str, paths),
-                    str(VERILATOR_EXIT)], "verilator")
+                    str(VERILATOR_HOOKS)], "verilator")
             runtime = cache_dir() / f"verilator-runtime-{_runtime_key(work, top)}"
             kept = sorted(runtime.glob("*.o"))
             for obj_file in kept:  # newer than the makefile, so make takes them as built
@@ -193,7 +197,7 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
 
 
 def _runtime_objects(work: Path, top: str) -> list[str]:
-    """The object files of Verilator's runtime and of tb/sim_exit.cpp a build in `work` links: the
+    """The object files of Verilator's runtime and of tb/sim_hooks.cpp a build in `work` links: the
     same for every design built with the same switches."""
     names = []
     for mk in (work / f"V{top}_classes.mk", work / f"V{top}.mk"):
@@ -211,12 +215,12 @@ def _runtime_objects(work: Path, top: str) -> list[str]:
 def _runtime_key(work: Path, top: str) -> str:
     """What the runtime's objects are compiled from: the Verilator and C++ compiler versions, the
     flags, the numeric build switches the generated makefiles set (timing, trace, coverage, ...),
-    the objects' names and tb/sim_exit.cpp."""
+    the objects' names and tb/sim_hooks.cpp."""
     switches = [line for mk in (work / f"V{top}_classes.mk", work / f"V{top}.mk")
                 for line in mk.read_text().splitlines() if re.fullmatch(r"VM_\w+ = \d+", line)]
     text = "|".join([_version("verilator"), _version("g++"), *VERILATOR_FLAGS, *VERILATOR_MAKE, *switches,
                      *_runtime_objects(work, top)])
-    return hashlib.sha256(text.encode() + VERILATOR_EXIT.read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(text.encode() + VERILATOR_HOOKS.read_bytes()).hexdigest()[:16]
 
 
 def _keep_runtime(work: Path, top: str, runtime: Path) -> None:
