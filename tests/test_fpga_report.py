@@ -116,7 +116,7 @@ def test_the_timing_analysis_finds_nextpnrs_critical_path_as_its_worst():
     report = divu_report()
     [worst, *rest] = ecp5.worst_paths(divu_timing(), divu_names(), 5)
     assert worst.delay == pytest.approx(sum(s.delay for s in ecp5.critical_path(report)), abs=2e-3)
-    assert (worst.start, worst.end) == ("remainder[1]", "remainder[0]")
+    assert (worst.start, worst.end) == ("remainder", "remainder")  # flip-flops remainder_TRELLIS_FF_Q_*
     assert all(p.delay <= worst.delay for p in rest)
 
 
@@ -132,17 +132,30 @@ def test_a_memory_read_port_starts_a_path_at_its_clock_to_out():
     dob2 = ("g_imem[0].u_ram.mem.0.1", "DOB2")
     assert timing.launch[dob2] == pytest.approx(5.830)
     assert dob2 not in timing.edges  # not a path through the memory from its clock
-    names = ecp5.Names({dob2: "g_imem[0].u_ram.rdata[2]", ("u_vec.op_TRELLIS_FF_Q", "Q"): "u_vec.op[0]"},
+    names = ecp5.Names({dob2: "u_mm.win_tiles[0]", ("u_vec.op_TRELLIS_FF_Q", "Q"): "u_sm.done_LUT4_A_Z[0]"},
                        {"u_vec.op_TRELLIS_FF_Q": ["Q"]})
     [path] = ecp5.worst_paths(timing, names, 5)
     assert path.delay == pytest.approx(5.830 + 2.008)
-    assert (path.start, path.end, path.cells) == ("g_imem[0].u_ram.rdata[2]", "u_vec.op[0]", 0)
+    # the memory by its array (not by the name nextpnr gave its read data net), the flip-flop by its register
+    assert (path.start, path.end, path.cells) == ("g_imem[0].u_ram.mem", "u_vec.op", 0)
     assert path.blocks() == ("g_imem[0].u_ram", "u_vec")
 
 
 def test_an_sdf_without_its_timescale_is_refused():
     with pytest.raises(ecp5.ReportError, match="TIMESCALE"):
         ecp5.read_sdf(GA2_SDF.replace("(TIMESCALE 1ps)", "").splitlines())
+
+
+@pytest.mark.parametrize(("cell", "cell_type", "net", "name"), [
+    ("u_sm.state_TRELLIS_FF_Q_2", "TRELLIS_FF", "u_sm.done_LUT4_A_Z[0]", "u_sm.state"),
+    ("u_sram.g_bank[9].u_ram.mem.0.0", "DP16KD", "u_mm.a[3]", "u_sram.g_bank[9].u_ram.mem"),
+    ("u_dma.dq.0.25$DPRAM_COMB3", "TRELLIS_COMB", "u_dma.dq.0.25_DO_3[0]", "u_dma.dq"),  # a LUT RAM
+    ("u_dma.dq_rp_LUT4_C_Z_TRELLIS_FF_DI", "TRELLIS_FF", "u_dma.busy", "u_dma.busy"),
+    ("u_dma.dq_rp_LUT4_C_Z_TRELLIS_FF_DI", "TRELLIS_FF", "$abc$12$n4", "u_dma.dq_rp"),
+    ("$auto$ff.cc:266$77", "TRELLIS_FF", "", "$auto$ff.cc:266$77"),
+])
+def test_a_register_is_named_by_its_rtl_name_not_a_made_up_one(cell, cell_type, net, name):
+    assert ecp5.register_name(cell, cell_type, net) == name
 
 
 @pytest.mark.parametrize(("name", "split"), [

@@ -171,11 +171,34 @@ def critical_path(report: dict, clock: str = "clk") -> list[Segment]:
 # ---- names ----------------------------------------------------------------------------------------
 
 _BIT = re.compile(r"\[\d+\]$")
+# Yosys's autoname calls a cell or net it made after what it connects: "u_sm.state_TRELLIS_FF_Q_2" is a
+# flip-flop whose Q drives u_sm.state, "x_LUT4_Z" a LUT whose output is x. Such a name is made up
+# from the cell's type after its RTL part.
+_MADE_UP = re.compile(r"_(TRELLIS_FF|TRELLIS_COMB|TRELLIS_DPR16X4|LUT4|CCU2C|PFUMX|L6MUX21|DP16KD|MULT18X18D|ALU54B)"
+                      r"(_|$)")
+_MEMORY_PIECE = re.compile(r"(\.\d+)+$")  # a memory Yosys split over block RAMs: mem.0.1 is a piece of mem
 
 
 def is_public(name: str) -> bool:
-    """A name from the RTL (Yosys gives the names it makes up a leading $)."""
-    return bool(name) and not name.startswith("$")
+    """A name from the RTL: not one Yosys or nextpnr made up ($..., or autoname's x_LUT4_Z)."""
+    return bool(name) and not name.startswith("$") and not _MADE_UP.search(name)
+
+
+def register_name(cell: str, cell_type: str, net: str = "") -> str:
+    """The RTL name of a register a path starts or ends on: a block RAM's memory array (its cell
+    without Yosys's piece numbers), a flip-flop's register (autoname calls it after the net its Q
+    drives), else the RTL net the path's pin drives, else the RTL part of the cell's name. A LUT RAM
+    is a memory too: nextpnr splits each 16 x 4 piece into cells named <piece>$DPRAM_COMB<i>."""
+    if (cell_type == "DP16KD" or "$DPRAM" in cell) and not cell.startswith("$"):
+        return _MEMORY_PIECE.sub("", cell.split("$", 1)[0])
+    made_up = _MADE_UP.search(cell)
+    if made_up and cell[made_up.start():].startswith("_TRELLIS_FF_Q") and made_up.start() > 0:
+        return cell[:made_up.start()]
+    if is_public(net):
+        return net
+    if made_up and made_up.start() > 0 and not cell.startswith("$"):
+        return cell[:made_up.start()]
+    return cell
 
 
 def block_and_signal(name: str) -> tuple[str, str]:
@@ -325,7 +348,7 @@ class Path:
 
     delay: float
     pins: tuple[tuple[str, str], ...]
-    start: str  # RTL name of the launching register (the net its output drives)
+    start: str  # RTL name of the launching register (register_name)
     end: str  # RTL name of the capturing register
     cells: int  # cells the path passes through between the two registers
 
@@ -344,19 +367,14 @@ class Names:
     driven: dict[tuple[str, str], str] = field(default_factory=dict)  # (cell, output port) -> net name
     outputs: dict[str, list[str]] = field(default_factory=dict)  # cell -> its output ports, in order
 
-    def launching(self, pin: tuple[str, str]) -> str:
-        """The RTL name of what a register output pin drives (a memory's read data bit, say), else the
-        register's name."""
-        net = self.driven.get(pin, "")
-        return net if is_public(net) else self.register(pin[0])
+    def launching(self, pin: tuple[str, str], cell_type: str) -> str:
+        """The RTL name of the register whose output `pin` is."""
+        return register_name(pin[0], cell_type, self.driven.get(pin, ""))
 
-    def register(self, cell: str) -> str:
-        """A register's RTL name: the public net one of its outputs drives, else its own name."""
-        for port in self.outputs.get(cell, ()):
-            net = self.driven.get((cell, port), "")
-            if is_public(net):
-                return net
-        return cell
+    def capturing(self, cell: str, cell_type: str) -> str:
+        """The RTL name of the register `cell` is (named by what its first RTL-named output drives)."""
+        nets = [self.driven.get((cell, port), "") for port in self.outputs.get(cell, ())]
+        return register_name(cell, cell_type, next((n for n in nets if is_public(n)), ""))
 
 
 def read_names(netlist: dict) -> Names:
@@ -369,7 +387,7 @@ def read_names(netlist: dict) -> Names:
     for name, net in module.get("netnames", {}).items():
         bits = net.get("bits", [])
         if len(bits) == 1 and isinstance(bits[0], int):
-            # nextpnr's nets are one bit each; a public name wins over a made-up one
+            # nextpnr's nets are one bit each, one name each; an RTL name wins over a made-up one
             if bits[0] not in bit_name or (is_public(name) and not is_public(bit_name[bits[0]])):
                 bit_name[bits[0]] = name
     names = Names()
@@ -382,9 +400,12 @@ def read_names(netlist: dict) -> Names:
     return names
 
 
-def worst_paths(timing: Timing, names: Names, count: int) -> list[Path]:
-    """The `count` worst register-to-register paths, one per pair of registers (a bus counts as one
-    register, so the paths are not 32 bits of one bus), worst first."""
+def worst_paths(timing: Timing, names: Names, count: int, by: str = "registers") -> list[Path]:
+    """The `count` worst register-to-register paths, worst first: the worst of each pair of registers
+    (a bus counts as one register, so the paths are not 32 bits of one bus), or with by="blocks" the
+    worst of each pair of blocks (where the paths after the very worst lie)."""
+    if by not in ("registers", "blocks"):
+        raise ValueError(f"by={by!r}: registers or blocks")
     arrival, previous = arrivals(timing)
     ends = sorted(((arrival[pin] + setup, pin) for pin, setup in timing.setup.items() if pin in arrival),
                   reverse=True)
@@ -392,13 +413,14 @@ def worst_paths(timing: Timing, names: Names, count: int) -> list[Path]:
     seen: set[tuple[str, str]] = set()
     for delay, end in ends:
         pins = list(_walk_back(end, previous))
-        start, finish = names.launching(pins[0]), names.register(end[0])
-        pair = (without_bit(start), without_bit(finish))
+        start = names.launching(pins[0], timing.cell_types.get(pins[0][0], ""))
+        finish = names.capturing(end[0], timing.cell_types.get(end[0], ""))
+        path = Path(delay, tuple(pins), start, finish, len({cell for cell, _port in pins[1:-1]}))
+        pair = (without_bit(start), without_bit(finish)) if by == "registers" else path.blocks()
         if pair in seen:
             continue
         seen.add(pair)
-        cells = len({cell for cell, _port in pins[1:-1]})
-        paths.append(Path(delay, tuple(pins), start, finish, cells))
+        paths.append(path)
         if len(paths) == count:
             break
     return paths

@@ -343,7 +343,9 @@ class Seed:
     critical: list[ecp5.Segment]
     critical_ns: float
     worst: list[ecp5.Path]
+    worst_blocks: list[ecp5.Path]
     names: ecp5.Names
+    cell_types: dict[str, str]
     result: dict
     reused: bool
 
@@ -358,15 +360,16 @@ def read_seed(folder: Path, reused: bool) -> Seed:
         timing = ecp5.read_sdf(f)
     critical = ecp5.critical_path(report, CLOCK)
     return Seed(result["seed"], ecp5.fmax(report, CLOCK), ecp5.utilization(report), critical,
-                sum(s.delay for s in critical), ecp5.worst_paths(timing, names, WORST), names, result, reused)
+                sum(s.delay for s in critical), ecp5.worst_paths(timing, names, WORST),
+                ecp5.worst_paths(timing, names, WORST, by="blocks"), names, timing.cell_types, result, reused)
 
 
 def path_ends(seed: Seed) -> str:
     """nextpnr's critical path as its first and last register, by RTL name."""
     cell, _slash, port = seed.critical[0].source.rpartition("/")
-    start = seed.names.launching((cell, port))
-    end = seed.names.register(seed.critical[-1].sink.rpartition("/")[0])
-    return f"{start} -> {end}"
+    start = seed.names.launching((cell, port), seed.cell_types.get(cell, ""))
+    end_cell = seed.critical[-1].sink.rpartition("/")[0]
+    return f"{start} -> {seed.names.capturing(end_cell, seed.cell_types.get(end_cell, ''))}"
 
 
 def agreement(seed: Seed) -> str:
@@ -405,10 +408,16 @@ def seed_lines(seeds: list[Seed]) -> list[str]:
 
 
 def worst_lines(paths: list[ecp5.Path]) -> list[str]:
-    lines = [f"{'#':>2} {'ns':>6} {'MHz':>6} {'cells':>5}  {'from block':<12}{'register':<32}{'to block':<12}register"]
-    for i, p in enumerate(paths, 1):
-        (a_block, a_reg), (b_block, b_reg) = ecp5.block_and_signal(p.start), ecp5.block_and_signal(p.end)
-        lines.append(f"{i:>2} {p.delay:>6.2f} {p.mhz:>6.1f} {p.cells:>5}  {a_block:<12}{a_reg:<32}{b_block:<12}{b_reg}")
+    """The paths as a table: delay, the frequency it allows, cells between the registers, and each end
+    as block and register."""
+    ends = [(*ecp5.block_and_signal(p.start), *ecp5.block_and_signal(p.end)) for p in paths]
+    heads = ("from block", "register", "to block", "register")
+    widths = [max([len(head)] + [len(e[i]) for e in ends]) + 2 for i, head in enumerate(heads)]
+    head = f"{'#':>2} {'ns':>6} {'MHz':>6} {'cells':>5}  " + "".join(h.ljust(w) for h, w in zip(heads, widths))
+    lines = [head.rstrip()]
+    for i, (p, e) in enumerate(zip(paths, ends), 1):
+        lines.append(f"{i:>2} {p.delay:>6.2f} {p.mhz:>6.1f} {p.cells:>5}  "
+                     + "".join(text.ljust(w) for text, w in zip(e, widths)).rstrip())
     return lines
 
 
@@ -516,6 +525,9 @@ def main(args) -> int:
         print(f"{WORST} worst register-to-register paths of seed {median_seed.seed} (the median), one per pair of "
               "registers (a bus counts once); a register is named by the net it drives")
         print("\n".join(worst_lines(median_seed.worst)))
+        print()
+        print(f"the worst path between each of the {WORST} worst pairs of blocks, seed {median_seed.seed}")
+        print("\n".join(worst_lines(median_seed.worst_blocks)))
     print()
     print("bitstream: none. Out of context the design has no pins and no clock buffer, so ecppack has nothing "
           "to pack; a bitstream needs ga2 placed with a board's pin constraints.")
