@@ -146,6 +146,14 @@ def test_an_sdf_without_its_timescale_is_refused():
         ecp5.read_sdf(GA2_SDF.replace("(TIMESCALE 1ps)", "").splitlines())
 
 
+def test_worst_paths_by_start_give_one_path_from_each_launching_block():
+    paths = ecp5.worst_paths(divu_timing(), divu_names(), 5, by="start")
+    assert [p.start for p in paths] == ["remainder"]  # divu's worst paths all start at its top; one block
+    assert ecp5.any_copy("g_imem[2].u_ram") == "g_imem[*].u_ram"
+    with pytest.raises(ValueError, match="registers or start"):
+        ecp5.worst_paths(divu_timing(), divu_names(), 5, by="blocks")
+
+
 @pytest.mark.parametrize(("cell", "cell_type", "net", "name"), [
     ("u_sm.state_TRELLIS_FF_Q_2", "TRELLIS_FF", "u_sm.done_LUT4_A_Z[0]", "u_sm.state"),
     ("u_sram.g_bank[9].u_ram.mem.0.0", "DP16KD", "u_mm.a[3]", "u_sram.g_bank[9].u_ram.mem"),

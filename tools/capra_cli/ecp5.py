@@ -215,6 +215,11 @@ def block_and_signal(name: str) -> tuple[str, str]:
     return ("ga2", name) if cut < 0 else (name[:cut], name[cut + 1:])
 
 
+def any_copy(block: str) -> str:
+    """A block with its generate indices starred: g_imem[2].u_ram -> g_imem[*].u_ram."""
+    return re.sub(r"\[[^\]]*\]", "[*]", block)
+
+
 def without_bit(name: str) -> str:
     """A bus's name without the bit: ``acc[3]`` -> ``acc``, so the 32 bits of a bus count once."""
     return _BIT.sub("", name)
@@ -402,21 +407,22 @@ def read_names(netlist: dict) -> Names:
 
 def worst_paths(timing: Timing, names: Names, count: int, by: str = "registers") -> list[Path]:
     """The `count` worst register-to-register paths, worst first: the worst of each pair of registers
-    (a bus counts as one register, so the paths are not 32 bits of one bus), or with by="blocks" the
-    worst of each pair of blocks (where the paths after the very worst lie)."""
-    if by not in ("registers", "blocks"):
-        raise ValueError(f"by={by!r}: registers or blocks")
+    (a bus counts as one register, so the paths are not 32 bits of one bus), or with by="start" the
+    worst path from each launching block (the copies of a generate loop count as one block), which
+    shows where the paths lie once the very worst start is fixed."""
+    if by not in ("registers", "start"):
+        raise ValueError(f"by={by!r}: registers or start")
     arrival, previous = arrivals(timing)
     ends = sorted(((arrival[pin] + setup, pin) for pin, setup in timing.setup.items() if pin in arrival),
                   reverse=True)
     paths: list[Path] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[object] = set()
     for delay, end in ends:
         pins = list(_walk_back(end, previous))
         start = names.launching(pins[0], timing.cell_types.get(pins[0][0], ""))
         finish = names.capturing(end[0], timing.cell_types.get(end[0], ""))
         path = Path(delay, tuple(pins), start, finish, len({cell for cell, _port in pins[1:-1]}))
-        pair = (without_bit(start), without_bit(finish)) if by == "registers" else path.blocks()
+        pair = (without_bit(start), without_bit(finish)) if by == "registers" else any_copy(path.blocks()[0])
         if pair in seen:
             continue
         seen.add(pair)

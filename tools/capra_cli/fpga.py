@@ -343,7 +343,7 @@ class Seed:
     critical: list[ecp5.Segment]
     critical_ns: float
     worst: list[ecp5.Path]
-    worst_blocks: list[ecp5.Path]
+    worst_starts: list[ecp5.Path]
     names: ecp5.Names
     cell_types: dict[str, str]
     result: dict
@@ -361,7 +361,7 @@ def read_seed(folder: Path, reused: bool) -> Seed:
     critical = ecp5.critical_path(report, CLOCK)
     return Seed(result["seed"], ecp5.fmax(report, CLOCK), ecp5.utilization(report), critical,
                 sum(s.delay for s in critical), ecp5.worst_paths(timing, names, WORST),
-                ecp5.worst_paths(timing, names, WORST, by="blocks"), names, timing.cell_types, result, reused)
+                ecp5.worst_paths(timing, names, WORST, by="start"), names, timing.cell_types, result, reused)
 
 
 def path_ends(seed: Seed) -> str:
@@ -529,8 +529,9 @@ def main(args) -> int:
               "registers (a bus counts once), each by its RTL name (a memory by its array)")
         print("\n".join(worst_lines(median_seed.worst)))
         print()
-        print(f"the worst path between each of the {WORST} worst pairs of blocks, seed {median_seed.seed}")
-        print("\n".join(worst_lines(median_seed.worst_blocks)))
+        print(f"the worst path from each of the {WORST} worst launching blocks (copies of a generate loop count "
+              f"once), seed {median_seed.seed}")
+        print("\n".join(worst_lines(median_seed.worst_starts)))
     print()
     print("bitstream: none. Out of context the design has no pins and no clock buffer, so ecppack has nothing "
           "to pack; a bitstream needs ga2 placed with a board's pin constraints.")
