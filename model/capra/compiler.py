@@ -203,7 +203,6 @@ class _Emitter:
         self.free = dict.fromkeys(isa.ENGINES, 0)  # first cycle each engine takes an instruction
         self.running: dict[str, isa.Effects | None] = dict.fromkeys(isa.ENGINES)  # last instruction, if it may run
         self.qbias = 0  # the bias address of the last QCFG (an MM with BIAS reads there)
-        self.overlaps = 0
 
     def emit(self, words: list[int], note: str) -> None:
         """An instruction of the sequencer's own (QCFG, HALT): one decode cycle."""
@@ -220,7 +219,6 @@ class _Emitter:
         moves to where the other engines are idle."""
         others = [e for e in isa.ENGINES if e != engine]
         if not any(self.running[e] is not None and isa.engine_conflict(eff, self.running[e]) for e in others):
-            self.overlaps += 1
             return asm.overlap(words)
         self.t = max([self.t] + [self.free[e] for e in others])
         for e in others:

@@ -130,16 +130,12 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
         tries = [words]
         if words[0] >> 28 in isa.OVERLAP_OPS and overlap_rng.random() < OVERLAP_SHARE:
             tries.insert(0, asm.overlap(words))
-        for attempt in tries:
-            trial = mach.copy()
-            try:
-                trial.step(len(code) // isa.WORDS_PER_INSTR, isa.Instr.decode(attempt))
-            except ProgramError:
-                continue
-            mach = trial
-            code.extend(attempt)
-            return True
-        return False
+        found = _first_accepted(mach, len(code) // isa.WORDS_PER_INSTR, tries)
+        if found is None:
+            return False
+        mach, taken = found
+        code.extend(taken)
+        return True
 
     # data to compute on from the start: a block in one bank group, then (in flight) one in another
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
@@ -287,16 +283,23 @@ def overlap_where_allowed(code: list[int], ext: list[int]) -> list[int]:
     out: list[int] = []
     for pc in range(len(code) // isa.WORDS_PER_INSTR):
         words = code[4 * pc : 4 * pc + 4]
-        tries = [asm.overlap(words), words] if words[0] >> 28 in isa.OVERLAP_OPS else [words]
-        for attempt in tries:
-            trial = mach.copy()
-            try:
-                trial.step(pc, isa.Instr.decode(attempt))
-            except ProgramError:
-                if attempt is tries[-1]:
-                    raise
-                continue
-            mach = trial
-            out += attempt
-            break
+        found = _first_accepted(mach, pc, [asm.overlap(words)] if words[0] >> 28 in isa.OVERLAP_OPS else [])
+        if found is None:  # as written, or the model's error naming why not
+            found = (mach.copy(), words)
+            found[0].step(pc, isa.Instr.decode(words))
+        mach, taken = found
+        out += taken
     return out
+
+
+def _first_accepted(mach: Machine, pc: int, tries: list[list[int]]) -> tuple[Machine, list[int]] | None:
+    """The first of `tries` (one instruction's encodings) that the model accepts as instruction
+    `pc` after what `mach` has run, with the machine that ran it; None when it takes none."""
+    for attempt in tries:
+        trial = mach.copy()
+        try:
+            trial.step(pc, isa.Instr.decode(attempt))
+        except ProgramError:
+            continue
+        return trial, attempt
+    return None
