@@ -35,6 +35,8 @@ except ImportError as error:  # a plain pytest may skip the benches; make test m
                           "run make (it installs cocotb into .venv from pyproject.toml)") from None
     pytest.skip(f"cocotb is not importable: {error}", allow_module_level=True)
 
+from benches import PROGRAMS_ENV  # noqa: E402
+
 pytestmark = needs_icarus  # every bench runs on Icarus
 
 
@@ -46,6 +48,7 @@ class Block:
     module: str  # test module in tests/benches/
     parameters: dict[str, int] = field(default_factory=dict)
     config: str = ""  # a configuration other than the default (GA2_CONFIG syntax): its defines and model
+    programs: str = ""  # the whole chip's random programs this case runs ("<first>:<end>"; benches.PROGRAMS_ENV)
 
 
 def _rtl(*names: str) -> tuple[str, ...]:
@@ -75,15 +78,24 @@ BLOCKS = [
     Block("ga2_mm_n8", "mm_wrap", _rtl("ga2_mm") + ("tb/cocotb/mm_wrap.v",), "cocotb_ga2_mm", {}, "n=8"),
     Block("ga2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2"),
     # the same programs against a memory whose channels stall a quarter of the cycles (the model on the
-    # same schedule: every counter exact)
-    Block("ga2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 25, "SEED": 7}),
+    # same schedule: every counter exact); make test runs the first half of the random programs (and
+    # every hand-written and illegal one), make test-full the second half as a case of its own
+    Block("ga2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 25, "SEED": 7}, programs="0:20"),
+    Block("ga2_not_ready_second_half", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 25, "SEED": 7},
+          programs="20:40"),
     # a two-word external interface (beats of two words), with an always-ready and a refusing memory
     # (the always-ready one in make test-full: the refusing memory covers the same programs and more)
     Block("ga2_e2", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {}, "ext_words=2"),
-    Block("ga2_e2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 50, "SEED": 3}, "ext_words=2"),
-    # ga2 itself on cocotbext-axi's AxiRam (a memory nobody here wrote), every channel pausing at random;
-    # the two-word bus one in make test-full (the pair takes about a minute: the AxiRam is Python)
-    Block("ga2_axi", "ga2", _rtl("ga2"), "cocotb_ga2_axi"),
+    Block("ga2_e2_not_ready", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 50, "SEED": 3}, "ext_words=2",
+          programs="0:20"),
+    Block("ga2_e2_not_ready_second_half", "ga2_wrap", GA2_SOURCES, "cocotb_ga2", {"STALL": 50, "SEED": 3},
+          "ext_words=2", programs="20:40"),
+    # ga2 itself on cocotbext-axi's AxiRam (a memory nobody here wrote), every channel pausing at random:
+    # in make test the first 12 random programs (the AxiRam is Python: a program costs a third of a
+    # second), the hand-written ones and the transfers past ext_limit; the other 28 and the two-word
+    # bus in make test-full
+    Block("ga2_axi", "ga2", _rtl("ga2"), "cocotb_ga2_axi", programs="0:12"),
+    Block("ga2_axi_rest", "ga2", _rtl("ga2"), "cocotb_ga2_axi", programs="12:40"),
     Block("ga2_axi_e2", "ga2", _rtl("ga2"), "cocotb_ga2_axi", {}, "ext_words=2"),
 ]
 
@@ -101,7 +113,8 @@ def _failures(results: Path) -> tuple[int, list[str]]:
 # The always-ready benches of the whole chip run in make test-full only: the refusing memory runs the
 # same programs (and the illegal ones) through the same wrapper, and the replays (tests/test_replay.py)
 # compare every counter exactly on an always-ready memory, for these random programs and more.
-SLOW_BLOCKS = {"ga2", "ga2_e2", "ga2_axi_e2"}
+SLOW_BLOCKS = {"ga2", "ga2_e2", "ga2_axi_e2", "ga2_not_ready_second_half", "ga2_e2_not_ready_second_half",
+               "ga2_axi_rest"}
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.slow) if b.case in SLOW_BLOCKS else b
@@ -132,7 +145,8 @@ def test_block_against_python_model(block: Block, tmp_path) -> None:
             results_xml=str(results),
             seed=seed,
             log_file=build_dir / "sim.log",
-            extra_env={"GA2_CONFIG": cfg.key()},  # the test module's machine model follows it
+            # the test module's machine model follows the configuration
+            extra_env={"GA2_CONFIG": cfg.key(), **({PROGRAMS_ENV: block.programs} if block.programs else {})},
         )
     except SystemExit as stop:  # the runner exits when a test fails under pytest; report which one
         if not results.is_file():

@@ -75,6 +75,7 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
 
 
 ICARUS_HALF = N_RANDOM // 2  # make test: Icarus replays the default latency's first half (see below)
+ICARUS_HALF_OTHER = N_OTHER_LATENCY // 2  # and the first half at each other latency
 
 
 def _replay_in(records: list[image.Record], name: str, latency: int, *sims: str) -> None:
@@ -88,22 +89,24 @@ def _replay_in(records: list[image.Record], name: str, latency: int, *sims: str)
 @needs_simulators
 @pytest.mark.parametrize("latency", LATENCIES)
 def test_random_programs_match_model_in_both_simulators(latency, suite):
-    """Every program in Verilator; in Icarus (a few thousand cycles a second), every program at the
-    other latencies and, at the default one, the first half of the random programs and the
-    handwritten ones (the second half in make test-full, below)."""
-    if latency != isa.EXT_LATENCY:
-        _replay_in(_suite(latency), f"random_suite_latency{latency}", latency, "icarus", "verilator")
-        return
-    _replay_in(suite, f"random_suite_latency{latency}", latency, "verilator")
-    _replay_in(suite[:ICARUS_HALF] + suite[N_RANDOM:], f"random_suite_latency{latency}_first_half", latency,
-               "icarus")
+    """Every program in Verilator; in Icarus (a few thousand cycles a second), the first half of the
+    random programs and the handwritten ones (the second half in make test-full, below)."""
+    records = suite if latency == isa.EXT_LATENCY else _suite(latency)
+    count = N_RANDOM if latency == isa.EXT_LATENCY else N_OTHER_LATENCY
+    half = ICARUS_HALF if latency == isa.EXT_LATENCY else ICARUS_HALF_OTHER
+    _replay_in(records, f"random_suite_latency{latency}", latency, "verilator")
+    _replay_in(records[:half] + records[count:], f"random_suite_latency{latency}_first_half", latency, "icarus")
 
 
 @needs_icarus
 @pytest.mark.slow
-def test_the_second_half_of_the_random_programs_in_icarus(suite):
-    _replay_in(suite[ICARUS_HALF:N_RANDOM], f"random_suite_latency{isa.EXT_LATENCY}_second_half",
-               isa.EXT_LATENCY, "icarus")
+@pytest.mark.parametrize("latency", LATENCIES)
+def test_the_second_half_of_the_random_programs_in_icarus(latency, suite):
+    if latency == isa.EXT_LATENCY:
+        records, half, count = suite, ICARUS_HALF, N_RANDOM
+    else:
+        records, half, count = _suite(latency), ICARUS_HALF_OTHER, N_OTHER_LATENCY
+    _replay_in(records[half:count], f"random_suite_latency{latency}_second_half", latency, "icarus")
 
 
 @needs_simulators
@@ -128,6 +131,41 @@ def test_programs_made_for_one_latency_are_right_at_every_other(latency, suite):
 
 
 STALL_PROGRAMS = 60  # random programs per stall rate in make test (the soak runs thousands: make soak STALL=50)
+# at 10%, Icarus replays the first half of them in make test (and the hand-written ones and the decode
+# steps), the second half in make test-full; Verilator all of them, as at 50%
+ICARUS_STALL_HALF = {10: STALL_PROGRAMS // 2, 50: STALL_PROGRAMS}
+
+
+def _stalled(stall: int, suite) -> tuple[list[image.Record], object]:
+    """Random programs, the handwritten ones and the chapter's first decode steps (all made for an
+    always-ready memory) as records for a memory that stalls `stall` percent of the cycles, and that
+    memory's configuration."""
+    from dataclasses import replace
+
+    from capra import config
+
+    _toks, steps = paged_lm.PagedChip(tiny_lm.make_model("structured"), 4, paged=False).generate(0, 4)
+    made = [(r.code, r.init, r) for r in suite[:STALL_PROGRAMS] + suite[N_RANDOM:]]
+    made += [(s.code, s.ext, image.record(s.code, s.ext)) for s in steps]
+    cfg = replace(config.active(), ext_stall=stall, ext_seed=100 + stall)
+    with config.use(cfg):
+        records = []
+        for code, init, always_ready in made:
+            rec = image.record(code, init)
+            assert (rec.ext_changes, rec.sp_words) == (always_ready.ext_changes, always_ready.sp_words)
+            records.append(rec)
+    assert sum(r.counters[0] > a.counters[0] for r, (_c, _i, a) in zip(records, made)) > len(made) // 2
+    return records, cfg
+
+
+def _replay_stalled(records: list[image.Record], cfg, name: str, *sims: str) -> None:
+    from capra import config
+
+    with config.use(cfg):
+        verdicts = replay.replay(records, name=name, simulators=tuple(replay.simulators.BY_NAME[s] for s in sims))
+    for v in verdicts:
+        assert v.passed, v.problems
+        assert v.counters == [r.counters for r in records]
 
 
 @needs_simulators
@@ -137,24 +175,17 @@ def test_programs_are_exact_on_a_memory_that_stalls(stall, suite):
     machine model follows too: random programs, the handwritten ones and the chapter's first decode
     steps (all made for an always-ready memory) give the memory and scratchpad words they give
     there, and every counter equals the model's for the same schedule, in both simulators."""
-    from dataclasses import replace
+    records, cfg = _stalled(stall, suite)
+    half = ICARUS_STALL_HALF[stall]
+    _replay_stalled(records, cfg, f"stall{stall}", "verilator")
+    _replay_stalled(records[:half] + records[STALL_PROGRAMS:], cfg, f"stall{stall}_icarus", "icarus")
 
-    from capra import config
 
-    _toks, steps = paged_lm.PagedChip(tiny_lm.make_model("structured"), 4, paged=False).generate(0, 4)
-    made = [(r.code, r.init, r) for r in suite[:STALL_PROGRAMS] + suite[N_RANDOM:]]
-    made += [(s.code, s.ext, image.record(s.code, s.ext)) for s in steps]
-    with config.use(replace(config.active(), ext_stall=stall, ext_seed=100 + stall)):
-        records = []
-        for code, init, always_ready in made:
-            rec = image.record(code, init)
-            assert (rec.ext_changes, rec.sp_words) == (always_ready.ext_changes, always_ready.sp_words)
-            records.append(rec)
-        assert sum(r.counters[0] > a.counters[0] for r, (_c, _i, a) in zip(records, made)) > len(made) // 2
-        verdicts = replay.replay(records, name=f"stall{stall}")
-    for v in verdicts:
-        assert v.passed, v.problems
-        assert v.counters == [r.counters for r in records]
+@needs_icarus
+@pytest.mark.slow
+def test_the_second_half_of_the_programs_on_a_memory_that_stalls_10_percent_in_icarus(suite):
+    records, cfg = _stalled(10, suite)
+    _replay_stalled(records[ICARUS_STALL_HALF[10]:STALL_PROGRAMS], cfg, "stall10_icarus_second_half", "icarus")
 
 
 def test_latency_changes_the_cycles_not_the_results():

@@ -22,6 +22,8 @@ external memory exactly as loaded.
 
 from __future__ import annotations
 
+import os
+
 import cocotb
 import numpy as np
 from capra import HazardError, ProgramError, asm, isa
@@ -31,6 +33,7 @@ from capra.machine import run_program
 from capra.randprog import SPAN as EXTW
 from capra.randprog import handwritten_programs, random_program
 
+from benches import PROGRAMS_ENV
 from benches.cocotb_util import Cycles, rng, show, start_clock, value
 
 RANDOM_PROGRAMS = 40
@@ -46,6 +49,15 @@ def ext_image(ext) -> list[int]:
     """The program's external memory as the model starts it: the image, zero-padded to EXTW."""
     assert len(ext) <= EXTW, f"external image of {len(ext)} words exceeds EXTW={EXTW}"
     return [int(w) & 0xFFFFFFFF for w in ext] + [0] * (EXTW - len(ext))
+
+
+def random_seeds(r) -> list[int]:
+    """The seeds of the random programs this case runs: all RANDOM_PROGRAMS are drawn from r (so program k,
+    and whatever r draws next, are the same in every split), then CAPRA_RANDOM_PROGRAMS=<first>:<end>
+    picks some of them."""
+    seeds = [r.getrandbits(31) for _ in range(RANDOM_PROGRAMS)]
+    first, _, end = os.environ.get(PROGRAMS_ENV, f"0:{RANDOM_PROGRAMS}").partition(":")
+    return seeds[int(first):int(end)]
 
 
 class Bench:
@@ -114,7 +126,7 @@ async def test_ga2_programs_match_the_machine_model(dut):
     bench = Bench(dut, cycles)
     r = rng()
     programs = [(f"random_program({seed})", *random_program(seed, ext_latency=bench.latency))
-                for seed in (r.getrandbits(31) for _ in range(RANDOM_PROGRAMS))]
+                for seed in random_seeds(r)]
     programs += [(f"handwritten '{name}'", code, ext) for name, code, ext in handwritten_programs()]
     failures: list[str] = []
     words = stored = slowed = 0

@@ -43,7 +43,7 @@ from cocotb.types import LogicArray
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiRam
 
-from benches.cocotb_ga2 import RANDOM_PROGRAMS, ext_image
+from benches.cocotb_ga2 import ext_image, random_seeds
 from benches.cocotb_util import CLOCK_NS, Cycles, rng, show, start_clock, value
 
 ST_OK, ST_EXT_ADDR = 0, 2  # rtl/ga2_defs.vh: why the chip halted
@@ -333,7 +333,7 @@ async def test_ga2_axi_programs_match_the_machine_model(dut):
     r = rng()
     # the programs cocotb_ga2.py runs (the same seeds drawn first from the same generator)
     programs = [(f"random_program({seed})", *random_program(seed, ext_latency=isa.EXT_LATENCY))
-                for seed in (r.getrandbits(31) for _ in range(RANDOM_PROGRAMS))]
+                for seed in random_seeds(r)]
     programs += [(f"handwritten '{name}'", code, ext) for name, code, ext in handwritten_programs()]
     bench = Bench(dut, cycles, r)
     failures: list[str] = []
