@@ -69,9 +69,9 @@ MEMORY_ARGS = $(if $(STALL),--stall $(STALL)) $(if $(SEED),--stall-seed $(SEED))
 sim: $(STAMP) tools
 	$(PY) tools/ch15_run.py $(MEMORY_ARGS)
 
-# The test tiers (tests/conftest.py): no simulator (a minute and a half); the suite CI runs (every
-# replay and bench, a few minutes); everything, slow runs included. A missing simulator fails the
-# simulator tests under make test and test-full; a plain pytest skips them.
+# The test tiers (tests/conftest.py): no simulator (under a minute on two idle cores); the suite CI
+# runs (every replay and bench, a few minutes); everything, slow runs included. A missing simulator
+# fails the simulator tests under make test and test-full; a plain pytest skips them.
 test-fast: $(STAMP)
 	$(PYTEST) -m "not sim and not slow"
 
