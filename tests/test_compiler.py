@@ -444,3 +444,41 @@ def test_concat_regions_that_do_not_fit_even_packed_are_refused():
     feeds = {name: np.zeros(g.shape(name)) for name in g.inputs}
     with pytest.raises(capra.CompileError, match="concat regions"):
         capra.compile_graph(g, [feeds], ranges=ranges)
+
+
+@pytest.mark.parametrize("contexts, strided", [([8] * 8, True), ([3, 1, 5, 2], True), ([1, 1, 4], False)])
+def test_batch_projections_scatter_their_rows_and_stay_exact(contexts, strided):
+    """A batch's key (and value) projections of consecutive rows of x run as one MM per family,
+    its rows written `stride` words apart, each at the end of its own request's cache (or alone,
+    at context 1). Every tensor that owns memory lies apart from every other, the program equals
+    the independent integer reference, and each request's new key row is where its cache region
+    ends."""
+    from capra import compiler as CC
+
+    m = tiny_lm.make_model("random", seed=2)
+    ranges = host.calibrate(m, 4, starts=range(2)).ranges
+    g = tiny_lm.decode_graph(m, contexts)
+    rng = np.random.default_rng(1)
+    feeds = {name: rng.standard_normal(g.shape(name)) for name in g.inputs}
+    P = capra.compile_graph(g, [feeds], ranges=ranges)
+    inside = CC._concat_parents(g)
+    owners = [n for n, node in g.nodes.items() if node.op != "rows" and n not in inside]
+    spans = sorted((P.tensors[n].sram, P.tensors[n].sram + P.tensors[n].words, n) for n in owners)
+    assert spans[0][0] >= 0 and spans[-1][1] <= isa.SRAM_WORDS
+    for (_a, end, x), (start, _b, y) in zip(spans, spans[1:]):
+        assert end <= start, f"{x} and {y} overlap"
+    for i, n in enumerate(contexts):
+        names = tiny_lm.slot_names(len(contexts), i)
+        if n > 1:
+            region = P.tensors[f"K_{i}"]
+            assert P.tensors[names.k].sram == region.sram + region.words - P.tensors[names.k].words
+    mms = [Instr.decode(P.code[j : j + 4]) for j in range(0, len(P.code), 4)]
+    mms = [ins for ins in mms if ins.op == isa.OP_MM]
+    matmuls = sum(node.op == "matmul" for node in g.nodes.values())
+    assert len(mms) < matmuls, "no projection of the batch was fused"
+    # [1, 1, 4]: the two context-1 rows are neighbours (stride 0), the third is an MM of its own
+    assert any(ins.e >> 24 for ins in mms) == strided
+    out, _mach = capra.run(P, feeds, machine=True)
+    independent = eval_program(P, feeds)
+    for name in P.outputs:
+        assert out[name][0] == independent[name], f"{contexts}: machine and reference differ on {name}"

@@ -53,7 +53,7 @@ def roofline(code: list[int]) -> Roofline:
             transfers += 1
         elif ins.op == isa.OP_MM:
             m = ins.e & 0xFFFF
-            first, end = isa.mm_window(m, ins.e >> 16, ins.sub)
+            first, end = isa.mm_window(m, (ins.e >> 16) & 0xFF, ins.sub)
             macs += ins.cnt * ins.d * (min(4 * end, m) - 4 * first)  # the column window's outputs
         elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
             elements += ins.cnt

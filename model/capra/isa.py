@@ -182,7 +182,8 @@ OVERLAP_OPS = (OP_LOAD, OP_STORE, OP_MM, OP_VEC, OP_SMAX)
 OVERLAP_BIT = 1 << 16  # in w0
 
 # MM flags (and its column window: the first column tile in e[23:16], the number of tiles in `sub`,
-# 0 meaning to the last tile)
+# 0 meaning to the last tile; and its output row stride in e[31:24], 0 meaning rows packed one after
+# another)
 MM_OUT8 = 1  # requantize the int32 results to packed int8 (else one int32 per word)
 MM_RELU = 2  # clamp negative results to zero (before requantization)
 MM_BIAS = 4  # add an int32 bias per output column, read from the QCFG bias address
@@ -595,7 +596,7 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
         return _words(addr, n)
 
     op = ins.op
-    high = 0 if op in (OP_LOAD, OP_STORE) else ins.e >> 24  # a transfer's w3 is all fields
+    high = 0 if op in (OP_LOAD, OP_STORE, OP_MM) else ins.e >> 24  # a transfer's and an MM's w3 is all fields
     if ins.reserved or high:
         fail(f"reserved bits are set (w0 19:17 = {ins.reserved}, w3 31:24 = {high}); "
              f"GA2 halts on it as illegal")
@@ -656,7 +657,7 @@ def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: 
 
 def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
-    m, first = ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF
+    m, first, stride = ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF, ins.e >> 24
     if r < 1 or k < 1 or m < 1 or k > MM_MAX_K:
         fail(f"MM needs R, M >= 1 and 1 <= K <= {MM_MAX_K} (got R={r}, K={k}, M={m})")
     brows = bool(flags & MM_BROWS)
@@ -668,16 +669,20 @@ def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     tiles = np.arange(start, end, dtype=np.int64)
     a_read = inside("MM A", a, r * kw)
     inside("MM B", b, k * mw if brows else m * kw)
-    inside("MM out", out, r * mw if flags & MM_OUT8 else r * m)
+    row = mw if flags & MM_OUT8 else m  # words of an output row
+    if stride and stride < row:
+        fail(f"MM output rows overlap: a row stride of {stride} words for rows of {row}")
+    step = stride or row
+    inside("MM out", out, (r - 1) * step + row)
     if brows:  # the window's words of every B row
         b_read = (b + np.arange(k, dtype=np.int64)[:, None] * mw + tiles[None, :]).reshape(-1)
     else:  # the window's B rows
         b_read = (b + cols[:, None] * kw + np.arange(kw, dtype=np.int64)[None, :]).reshape(-1)
     rows = np.arange(r, dtype=np.int64)[:, None]
     if flags & MM_OUT8:  # the window's words of every output row
-        writes = (out + rows * mw + tiles[None, :]).reshape(-1)
+        writes = (out + rows * step + tiles[None, :]).reshape(-1)
     else:  # one int32 word per result
-        writes = (out + rows * m + cols[None, :]).reshape(-1)
+        writes = (out + rows * step + cols[None, :]).reshape(-1)
     reads = [a_read, b_read]
     if flags & MM_BIAS:
         inside("MM bias", qbias, m)

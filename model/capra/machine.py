@@ -402,8 +402,11 @@ def _operands(ins: Instr) -> str:
     if ins.op == isa.OP_MM:
         fl = [f for bit, f in ((isa.MM_OUT8, "out8"), (isa.MM_RELU, "relu"), (isa.MM_BIAS, "bias"),
                                (isa.MM_BROWS, "brows")) if ins.flags & bit]
-        window = f" tiles={ins.e >> 16}+{ins.sub or 'all'}" if ins.sub or ins.e >> 16 else ""
-        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e & 0xFFFF}{window} {'|'.join(fl)}"
+        first = (ins.e >> 16) & 0xFF
+        window = f" tiles={first}+{ins.sub or 'all'}" if ins.sub or first else ""
+        stride = f" stride={ins.e >> 24}" if ins.e >> 24 else ""
+        return (f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e & 0xFFFF}{window}{stride} "
+                f"{'|'.join(fl)}")
     if ins.op == isa.OP_VEC:
         return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}"
     if ins.op == isa.OP_SMAX:

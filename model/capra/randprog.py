@@ -96,9 +96,14 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
         if mw > 1 and rng.random() < 0.5:  # a column window
             first = rng.randrange(mw)
             tiles = rng.choice([0, rng.randint(1, min(15, mw - first))])
-        return asm.mm(src(r * kw), src(k * mw if brows else m * kw), sram(), r, k, m,
-                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=bias, brows=brows,
-                      first_tile=first, tiles=tiles)
+        a, b, out = src(r * kw), src(k * mw if brows else m * kw), sram()
+        out8, relu = rng.random() < 0.6, rng.random() < 0.3
+        row = mw if out8 else m  # words of an output row
+        stride = 0
+        if r > 1 and rng.random() < 0.2:  # the output rows apart, with words between them left alone
+            stride = min(255, row + rng.randint(1, row + 2))
+        return asm.mm(a, b, out, r, k, m, out8=out8, relu=relu, bias=bias, brows=brows,
+                      first_tile=first, tiles=tiles, stride=stride)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
         n = rng.randint(1, 70)

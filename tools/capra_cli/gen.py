@@ -72,6 +72,7 @@ EFFECTS_EXAMPLES = [
     asm.mm(0, 64, 128, 1, 16, 16, out8=True, brows=True),
     asm.mm(0, 64, 128, 2, 8, 16, out8=True, brows=True, first_tile=1, tiles=2),
     asm.mm(0, 64, 300, 1, 4, 4, bias=True),
+    asm.mm(0, 64, 128, 3, 16, 8, out8=True, brows=True, stride=32),
     asm.vec(isa.VEC_ADD, 0, 1024, 32, b=8),
     asm.vec(isa.VEC_ARGMAX, 40, 50, 13),
     asm.smax(40, 40, 13, sink=-3),
