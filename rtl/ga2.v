@@ -237,7 +237,7 @@ module ga2 (
     );
 
     ga2_vec #(.AW(SAW)) u_vec (
-        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[SAW-1:0]), .src_b(fb[SAW-1:0]),
+        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .rows(fd), .src_a(fa[SAW-1:0]), .src_b(fb[SAW-1:0]),
         .dst(fc[SAW-1:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
         .rb_en(vec_rbe), .rb_addr(vec_rb), .rb_data(vec_b), .we(vec_we), .waddr(vec_wa), .wdata(vec_wd),
         .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_busy(vec_rq_busy), .rq_y(rq_y)

@@ -55,6 +55,8 @@ def roofline(code: list[int]) -> Roofline:
             m = ins.e & 0xFFFF
             first, end = isa.mm_window(m, (ins.e >> 16) & 0xFF, ins.sub)
             macs += ins.cnt * ins.d * (min(4 * end, m) - 4 * first)  # the column window's outputs
-        elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
+        elif ins.op == isa.OP_VEC:
+            elements += ins.cnt * isa.vec_rows(ins)
+        elif ins.op == isa.OP_SMAX:
             elements += ins.cnt
     return Roofline(words, transfers, beats, macs, elements)

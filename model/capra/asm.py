@@ -55,8 +55,11 @@ def mm(a: int, b: int, out: int, r: int, k: int, m: int, *, out8: bool = False, 
                  e=m | (first_tile << 16) | (stride << 24)).encode()
 
 
-def vec(sub: int, a: int, dst: int, n: int, b: int = 0) -> list[int]:
-    return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst).encode()
+def vec(sub: int, a: int, dst: int, n: int, b: int = 0, rows: int = 1) -> list[int]:
+    """VEC sub-op `sub` over `rows` packed rows of n int8 elements (ARGMAX: one index per row)."""
+    if not 1 <= rows <= 0xFFFF:
+        raise ValueError(f"vec: {rows} rows do not fit the 16-bit field")
+    return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst, d=rows if rows > 1 else 0).encode()
 
 
 def smax(src: int, dst: int, n: int, sink: int | None = None, smul: int = isa.SM_SCALE_ONE) -> list[int]:

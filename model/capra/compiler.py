@@ -9,15 +9,22 @@ Placement. The scratchpad's banks have one read and one write port each, and a D
 not use a port of a bank while a compute instruction uses it (docs/isa.md). So the tensors the DMA
 writes and the tensors compute writes live apart: loaded constants and inputs from word 0 up,
 computed tensors from the top down, and each region that both write (a concat of cached rows and
-a new row) in a bank group of its own when one is free.
+a new row) in a bank group of its own when one is free. The softmax engine runs beside the matmul
+engine only where they share no bank port, so a second placement gives the softmax's tensors the
+top bank group to themselves; the compiler emits both and keeps the one whose schedule ends first.
+
+Families. In a batch, the key (and value) projections of consecutive rows of x by one weight are
+one MM with an output row stride: each request's cache region is laid out `stride` words after
+the one before, so row j lands at the end of request j's region (``_Family``).
 
 Schedule. Weights and inputs are loaded by the DMA in the order they are first needed (a load into
 a concat region counts as needed by the node that writes the region's computed part); compute
-instructions run in dependency order, each time the one whose data arrives first. A weight of more
-than CHUNK_WORDS words is loaded in column chunks, and its matmul runs chunk by chunk (MM column
-windows) while the next chunk arrives. The emitter keeps time with the machine model's own DMA
-timeline (``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a
-LOAD never stalls the sequencer and DMA time hides behind compute time. That clock decides only
+nodes are list-scheduled on a rough clock (the next is the ready node that could start first,
+the longest chain of work after it among equals). A weight of more than CHUNK_WORDS words is
+loaded in column chunks, and its matmul runs chunk by chunk (MM column windows) while the next
+chunk arrives. The emitter keeps time with the machine model's own DMA timeline
+(``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a LOAD
+never stalls the sequencer and DMA time hides behind compute time. That clock decides only
 performance, never correctness: a WAIT keep precedes every instruction that conflicts with a
 transfer (its words or a bank port, ``dma.conflict``) unless an earlier WAIT, or DMA_QUEUE later
 transfers, have made that transfer's end certain, so the program gives the same results on a
@@ -537,8 +544,8 @@ def _node_cycles(graph: Graph, name: str, rows: int) -> int:
     if node.op == "softmax":
         return rows * (isa.smax_cycles(cols) + 1)
     if node.op == "argmax":
-        return rows * (isa.vec_cycles(cols, isa.VEC_ARGMAX) + 1)
-    return isa.vec_cycles(rows * cols)
+        return isa.vec_cycles(cols, isa.VEC_ARGMAX, rows=rows)
+    return isa.vec_cycles(cols, rows=rows)
 
 
 def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family]) -> list[Node]:
@@ -1003,9 +1010,7 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
         return
     if node.op == "argmax":
         x = src[0]
-        for r in range(x.rows):
-            prefetch()
-            out.compute(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}")
+        out.compute(asm.vec(isa.VEC_ARGMAX, x.sram, t.sram, x.cols, rows=x.rows), f"argmax {node.name}")
         return
     if node.op == "add":
         out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
@@ -1018,11 +1023,5 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
 
 
 def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: Tensor, note: str) -> None:
-    """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
-    if a.cols % isa.LANES == 0:
-        n = a.rows * a.cols
-        out.compute(asm.vec(sub, a.sram, dst.sram, n, b=b.sram), note)
-        return
-    for r in range(a.rows):
-        off = r * a.row_words
-        out.compute(asm.vec(sub, a.sram + off, dst.sram + off, a.cols, b=b.sram + off), f"{note} row {r}")
+    """One VEC over the tensor's packed rows."""
+    out.compute(asm.vec(sub, a.sram, dst.sram, a.cols, b=b.sram, rows=a.rows), note)

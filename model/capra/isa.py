@@ -208,8 +208,8 @@ VEC_ARGMAX = 5
 
 
 class VecOp(NamedTuple):
-    """One VEC sub-operation on rows of n int8 elements `a` and `b` (with the QCFG registers
-    q.qa, q.qb, q.qs)."""
+    """One VEC sub-operation on a row of n int8 elements `a` and `b` (with the QCFG registers
+    q.qa, q.qb, q.qs); a VEC of several rows does it to each (its field d: the rows, packed)."""
 
     name: str
     reads_b: bool  # reads b beside a, word by word (two words in one bank cost a cycle more)
@@ -226,8 +226,8 @@ VEC_OPS: dict[int, VecOp] = {
                    lambda a, b, q: requantize(a * b, q.qa, q.qs)),
     VEC_MAX: VecOp("max", True, False, "`max(a, b)`", lambda a, b, q: np.maximum(a, b)),
     VEC_RELU: VecOp("relu", False, False, "`max(a, 0)`", lambda a, b, q: np.maximum(a, 0)),
-    VEC_ARGMAX: VecOp("argmax", False, True, "one int32 word at `dst`: the index of the first maximum of "
-                      "`a[0:n]`", lambda a, b, q: int(np.argmax(a))),
+    VEC_ARGMAX: VecOp("argmax", False, True, "one int32 word per row at `dst + row`: the index of the first "
+                      "maximum of the row's `a[0:n]`", lambda a, b, q: int(np.argmax(a))),
 }
 VEC_NAMES = {code: op.name for code, op in VEC_OPS.items()}
 VEC_LAST = max(VEC_OPS)  # the decoder refuses a sub-op above it
@@ -467,17 +467,19 @@ def banks_of(words) -> set[int]:
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
 
 
-def vec_clashes(n: int, a: int, b: int) -> int:
-    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
-    w = np.arange(words_for(n), dtype=np.int64)
+def vec_clashes(n: int, a: int, b: int, rows: int = 1) -> int:
+    """Words w < rows * ceil(n/4) whose operands a + w and b + w lie in the same bank (read one
+    after the other)."""
+    w = np.arange(rows * words_for(n), dtype=np.int64)
     return int(np.count_nonzero(bank_of(a + w) == bank_of(b + w)))
 
 
-def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
-    """Execute cycles of VEC: a setup cycle, one cycle per word read (two for a word whose two
-    operands share a bank), the operands' read latency and the pipeline to the last write."""
-    clashes = vec_clashes(n, a, b) if VEC_OPS[sub].reads_b else 0
-    return 1 + words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
+def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0, rows: int = 1) -> int:
+    """Execute cycles of VEC over `rows` rows of n elements: a setup cycle, one cycle per word
+    read (two for a word whose two operands share a bank), the operands' read latency and the
+    pipeline to the last write."""
+    clashes = vec_clashes(n, a, b, rows) if VEC_OPS[sub].reads_b else 0
+    return 1 + rows * words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
 
 
 SMAX_LATENCY = 18  # the softmax pipeline's fixed cycles beyond its three passes and the division
@@ -695,22 +697,29 @@ def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
 
 
 def _vec_effects(ins: Instr, inside, fail) -> Effects:
-    n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
+    n, sa, sb, dst, rows = ins.cnt, ins.a, ins.b, ins.c, vec_rows(ins)
     op = VEC_OPS.get(ins.sub)
     if n < 1 or op is None:
         fail(f"VEC sub-op {ins.sub} with n={n}")
-    nw = words_for(n)
+    nw = rows * words_for(n)  # the rows are packed: row r's words follow row r - 1's
     a_read = inside("VEC a", sa, nw)
     b_read = inside("VEC b", sb, nw) if op.reads_b else _NONE
-    writes = inside("VEC dst", dst, 1 if op.writes_index else nw)
+    writes = inside("VEC dst", dst, rows if op.writes_index else nw)
     if not op.writes_index:
         for src in (sa, sb) if op.reads_b else (sa,):
             if src != dst and abs(src - dst) < nw:
                 fail("VEC destination partly overlaps a source")
+    elif rows > 1 and dst < sa + nw and sa < dst + rows:  # row r's index would overwrite a later row
+        fail("VEC argmax of several rows writes over its source")
     if not op.reads_b or sb == sa:
         reads = a_read
     elif abs(sb - sa) < nw:  # two overlapping runs of words: one run
         reads = _words(min(sa, sb), abs(sb - sa) + nw)
     else:
         reads = np.concatenate((a_read, b_read) if sa < sb else (b_read, a_read))
-    return Effects("vec", reads, writes, _NONE, _NONE, vec_cycles(n, ins.sub, sa, sb))
+    return Effects("vec", reads, writes, _NONE, _NONE, vec_cycles(n, ins.sub, sa, sb, rows))
+
+
+def vec_rows(ins: Instr) -> int:
+    """A VEC's rows of n elements (field d; 0 means one)."""
+    return max(1, ins.d)

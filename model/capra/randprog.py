@@ -106,10 +106,12 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
                       first_tile=first, tiles=tiles, stride=stride)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
-        n = rng.randint(1, 70)
-        a = src(isa.words_for(n))
+        rows = 1 if rng.random() < 0.7 else rng.randint(2, 9)  # several packed rows, a partial word each
+        n = rng.randint(1, 70) if rows == 1 else rng.randint(1, 24)
+        words = rows * isa.words_for(n)
+        a = src(words)
         dst = a if rng.random() < 0.2 else sram()
-        return asm.vec(sub, a, dst, n, b=src(isa.words_for(n)))
+        return asm.vec(sub, a, dst, n, b=src(words), rows=rows)
     n = rng.randint(1, 70)
     x = src(isa.words_for(n))
     smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])
