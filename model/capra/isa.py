@@ -226,8 +226,8 @@ VEC_OPS: dict[int, VecOp] = {
                    lambda a, b, q: requantize(a * b, q.qa, q.qs)),
     VEC_MAX: VecOp("max", True, False, "`max(a, b)`", lambda a, b, q: np.maximum(a, b)),
     VEC_RELU: VecOp("relu", False, False, "`max(a, 0)`", lambda a, b, q: np.maximum(a, 0)),
-    VEC_ARGMAX: VecOp("argmax", False, True, "one int32 word per row at `dst + row`: the index of the first "
-                      "maximum of the row's `a[0:n]`", lambda a, b, q: int(np.argmax(a))),
+    VEC_ARGMAX: VecOp("argmax", False, True, "at `dst + row`: the index of the first maximum of the row's "
+                      "`a[0:n]`", lambda a, b, q: int(np.argmax(a))),
 }
 VEC_NAMES = {code: op.name for code, op in VEC_OPS.items()}
 VEC_LAST = max(VEC_OPS)  # the decoder refuses a sub-op above it
