@@ -147,6 +147,53 @@ def digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The clock a board would run this chip at: the lowest post-route Fmax over the placement seeds
+    ``make fpga`` has kept for a configuration and today's RTL sources."""
+
+    mhz: float
+    seeds: int
+    part: str
+
+    def line(self) -> str:
+        return (f"{self.mhz:.1f} MHz, the lowest of {self.seeds} placement seed{'s' * (self.seeds != 1)} on the "
+                f"{self.part} (make fpga, these RTL sources)")
+
+
+def measured_fmax(cfg: config.Config) -> Measured | None:
+    """What ``make fpga`` measured for `cfg` on the RTL as it is now, or None: no run kept, or one
+    of other sources (an Fmax of an older RTL says nothing about this one)."""
+    rtl, best = rtl_hash(), None
+    for synthesized in sorted(OUT.glob(f"{rtl_label(cfg)}-*/synth/result.json")):
+        try:
+            result = json.loads(synthesized.read_text())
+        except (OSError, ValueError):
+            continue
+        if result.get("rtl") != rtl or result.get("config") != cfg.key():
+            continue
+        found = []
+        for seed in sorted(synthesized.parent.parent.glob("*-seed*")):
+            try:
+                part = json.loads((seed / "result.json").read_text())["device"]
+                found.append((ecp5.fmax(ecp5.load_report((seed / "report.json").read_text()), CLOCK), part))
+            except (OSError, ValueError, KeyError):
+                continue
+        if found and (best is None or len(found) > best.seeds):
+            best = Measured(min(f for f, _ in found), len(found), min(found)[1])
+    return best
+
+
+def tokens_line(steps: list[tuple[str, int, int]], cfg: config.Config) -> str:
+    """Steps given as (name, tokens, cycles) in tokens a second at the measured Fmax, or a note
+    that none is measured for these sources (``make fpga`` measures it; cycles are exact either way)."""
+    measured = measured_fmax(cfg)
+    if measured is None:
+        return "tokens per second: no Fmax measured for these RTL sources and this configuration (make fpga)"
+    rates = ", ".join(f"{name} {tokens * measured.mhz * 1e6 / cycles:,.0f} tokens/s" for name, tokens, cycles in steps)
+    return f"at {measured.line()}: {rates}"
+
+
 def rtl_label(cfg: config.Config) -> str:
     """The configuration as the RTL sees it: ``S4096_Q4`` (``_E2``, ``_N8`` where they differ)."""
     return cfg.label().split(" ", 1)[1].replace(" ", "_")

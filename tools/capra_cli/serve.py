@@ -39,6 +39,7 @@ from capra import CompileError, config
 from capra.analysis import roofline
 from replay import image, runs
 
+from . import fpga
 from .common import Parser, finish, int_range, memory, memory_arguments, require_decode
 
 B_MAXES = (1, 2, 4, 8)
@@ -125,14 +126,17 @@ def full_batches(runner, context: int = 8) -> None:
     print(f"\n== one batched step, every request at context {context}: cycles against the roofline bound")
     print(f"{'B':>3} {'cycles':>7} {'words':>6} {'MACs':>6} {'bound':>6} {'eff':>5} {'tok/kcyc':>8} {'cyc/token':>9}")
     rng = np.random.default_rng(0)
+    steps = []
     for b in B_MAXES:
         caches = [(rng.standard_normal((context - 1, T.D)), rng.standard_normal((context - 1, T.D)))
                   for _ in range(b)]
         step = runner.run(list(range(b)), caches, check=True)
         rf = roofline(step.code)
         cycles = step.counters[0]
+        steps.append((f"B={b}", b, cycles))
         print(f"{b:3d} {cycles:7d} {rf.dma_words:6d} {rf.macs:6d} {rf.bound:6.0f} {rf.efficiency(cycles):5.2f} "
               f"{1000 * b / cycles:8.3f} {cycles / b:9.1f}")
+    print(f"  {fpga.tokens_line(steps, config.active())}")
 
 
 def figure(results: dict, pages_over_time: dict, path: Path, replayed: list) -> None:
