@@ -724,6 +724,9 @@ def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, m
     assert sim.RUN_JSON == sandbox / "ch15_run.json"
     data = json.loads(sim.RUN_JSON.read_text())
     assert data["verdict"] == "PASS" and data["cycles"]["8"] == fake_cycles()[8]
+    prov = data["provenance"]  # what made it: this chip, these sources, this commit, these simulators
+    assert (prov["config"], prov["sources"]) == (config.active().key(), runs.sources_hash())
+    assert prov["commit"] == runs.source_commit() and set(prov["simulators"]) == {"iverilog", "verilator"}
     monkeypatch.setattr(sim, "section_replay", lambda d: (fake_cycles(), ["window 8: Icarus: FAIL: x"]))
     got = call(capsys, "sim")
     assert got.code == 1
@@ -774,6 +777,24 @@ def test_the_figures_accept_a_passing_run(tmp_path):
 
     (tmp_path / "ch15_run.json").write_text(json.dumps(GOOD_RUN))
     assert figures.run_cycles(tmp_path / "ch15_run.json") == GOOD_RUN["cycles"]
+
+
+def test_figure_15_2_is_labelled_with_the_chip_and_sources_of_its_run(tmp_path, capsys):
+    """A run of another configuration (or other sources) is drawn under its own chip and says so;
+    one of today's sources and chip carries their footer as it is."""
+    from capra_cli import figures
+
+    now = runs.provenance()
+    path = tmp_path / "ch15_run.json"
+    path.write_text(json.dumps({**GOOD_RUN, "provenance": now}))
+    assert figures.run_footer(path) == runs.footer(now)
+    other = config.Config(n=8)
+    path.write_text(json.dumps({**GOOD_RUN, "provenance": {**now, "config": other.key(), "chip": other.label()}}))
+    line = figures.run_footer(path)
+    assert line.startswith(other.label()) and "another chip than the active ones" in line
+    assert "is labelled with its own" in capsys.readouterr().out
+    path.write_text(json.dumps(GOOD_RUN))  # a run file of before the runs kept their sources
+    assert "did not keep its chip or sources" in figures.run_footer(path)
 
 
 # ---- outputs are written whole, and only through the replay library ----------------------------------

@@ -139,7 +139,7 @@ def full_batches(runner, context: int = 8) -> None:
     print(f"  {fpga.tokens_line(steps, config.active())}")
 
 
-def figure(results: dict, pages_over_time: dict, path: Path, replayed: list) -> None:
+def figure(results: dict, pages_over_time: dict, path: Path, replayed: list, footer: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,7 +164,8 @@ def figure(results: dict, pages_over_time: dict, path: Path, replayed: list) -> 
     right.set_title(f"Pages in use, window {WINDOWS[-1]}")
     right.grid(alpha=0.3)
     right.legend()
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.text(0.01, 0.01, footer, fontsize=7, color="0.4")
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
@@ -248,14 +249,16 @@ def _main(args) -> int:
     found, replayed = replay_runs(logs, chosen) if chosen else ([], 0)
     problems += found
 
+    prov = runs.provenance(cfg)
     data = {"requests": args.requests, "seed": args.seed, "pages": args.pages, "page": PAGE, "config": cfg.key(),
+            "provenance": prov,
             "runs": [{"b_max": b, "window": W, **results[(b, W)]} for W in WINDOWS for b in B_MAXES
                      if (b, W) in results],
             "replayed_steps": replayed, "verdict": "PASS" if not problems else "FAIL"}
     runs.write_json(OUT / "serve_run.json", data)  # always: a failed run must not leave an old PASS
     if len(results) == len(WINDOWS) * len(B_MAXES):
         figure(results, {b: ([s.clock for s in logs[(b, 8)]], [s.pages for s in logs[(b, 8)]]) for b in B_MAXES},
-               OUT / "serve_run.png", replayed=chosen)
+               OUT / "serve_run.png", replayed=chosen, footer=runs.footer(prov))
         print("  wrote out/serve_run.json and out/serve_run.png")
     else:
         print("  wrote out/serve_run.json (no figure: a run stopped)")
