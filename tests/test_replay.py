@@ -66,8 +66,8 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
                 for flag in ("BIAS", "RELU", "BROWS"):
                     seen[flag] += bool(ins.flags & getattr(isa, f"MM_{flag}"))
                 seen["int32"] += not ins.flags & isa.MM_OUT8
-                seen["window"] += bool(ins.sub or (ins.e >> 16) & 0xFF)
-                seen["stride"] += bool(ins.e >> 24)
+                seen["window"] += bool(ins.sub or isa.mm_fields(ins).first)
+                seen["stride"] += bool(isa.mm_fields(ins).stride)
             if ins.op == isa.OP_VEC:
                 seen["bank clash"] += (isa.vec_clashes(ins.cnt, ins.a, ins.b, isa.vec_rows(ins)) > 0
                                        and isa.VEC_OPS[ins.sub].reads_b)

@@ -49,8 +49,8 @@ def mm(a: int, b: int, out: int, r: int, k: int, m: int, *, out8: bool = False, 
              | (isa.MM_BROWS if brows else 0))
     if not 0 <= first_tile < 256 or not 0 <= tiles < 16:
         raise ValueError(f"mm: column window {first_tile}+{tiles} does not fit its fields (8 and 4 bits)")
-    if not 0 <= stride < 256:
-        raise ValueError(f"mm: output row stride {stride} does not fit its field (8 bits)")
+    if not 0 <= stride <= isa.MM_STRIDE_MAX:
+        raise ValueError(f"mm: output row stride {stride} does not fit its field (0..{isa.MM_STRIDE_MAX})")
     return Instr(isa.OP_MM, flags=flags, sub=tiles, cnt=r, a=a, b=b, c=out, d=k,
                  e=m | (first_tile << 16) | (stride << 24)).encode()
 

@@ -373,9 +373,6 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
     return params
 
 
-MAX_OUT_STRIDE = 255  # an MM's output row stride is an 8-bit field
-
-
 @dataclass
 class _Family:
     """Matmuls of one row each, of consecutive rows of one tensor by one weight, that one MM computes
@@ -440,10 +437,12 @@ def _add_family(families: dict[str, _Family], members: list[str], inside: dict[s
     if len(members) < 2:
         return
     homes = [inside[m][0] if m in inside else m for m in members]
+    if len(set(homes)) != len(homes):  # two rows of one region: they cannot lie a stride apart
+        return
     offsets = [inside[m][1] if m in inside else 0 for m in members]
     tail = max(tensors[h].words - off for h, off in zip(homes, offsets, strict=True))
     stride = tail + max(offsets)  # home j + 1 starts after home j ends, whatever their sizes
-    if stride <= MAX_OUT_STRIDE:
+    if stride <= isa.MM_STRIDE_MAX:
         families[members[0]] = _Family(members, homes, offsets, stride, max(offsets))
 
 
@@ -580,8 +579,14 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: 
         for d in deps[n.name]:
             users[d].append(n.name)
     chain: dict[str, int] = {}
-    for n in reversed(compute):  # graph order is a topological order
-        chain[n.name] = cycles[n.name] + max([chain[u] for u in users[n.name]], default=0)
+
+    def after(name: str) -> int:  # the cycles of the longest chain of work from this node on
+        if name not in chain:
+            chain[name] = cycles[name] + max([after(u) for u in users[name]], default=0)
+        return chain[name]
+
+    for n in compute:  # (a family stands where its first row's node is: not always first in graph order)
+        after(n.name)
     order = {n.name: i for i, n in enumerate(compute)}
     free = dict.fromkeys(isa.ENGINES, 0)
     finish: dict[str, int] = {}
@@ -713,8 +718,9 @@ def _place_up(graph: Graph, tensors: dict[str, Tensor], names: list[str], cursor
     words together, and two in one bank take a cycle each (``isa.vec_clashes``)."""
     placed: dict[str, int] = {}
     for name in names:
-        while any((cursor - placed[other]) % isa.LANES == 0 for other in _paired(graph, name) if other in placed):
-            cursor += 1
+        others = [placed[other] for other in _paired(graph, name) if other in placed]
+        # the first of LANES starts whose lanes no partner shares; none (partners in every lane): no skip
+        cursor += next((skip for skip in range(isa.LANES) if all((cursor + skip - o) % isa.LANES for o in others)), 0)
         tensors[name].sram = placed[name] = cursor
         cursor += tensors[name].words
 

@@ -292,6 +292,21 @@ class Instr:
         )
 
 
+class MmFields(NamedTuple):
+    """An MM's word-3 fields."""
+
+    m: int  # columns M (15..0)
+    first: int  # its column window's first tile (23..16)
+    stride: int  # output row stride in words, 0: rows packed (31..24)
+
+
+MM_STRIDE_MAX = 255  # the output row stride's 8 bits
+
+
+def mm_fields(ins: Instr) -> MmFields:
+    return MmFields(ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF, ins.e >> 24)
+
+
 class DmaFields(NamedTuple):
     """A LOAD or STORE's operands, put together from the encoding's fields."""
 
@@ -659,7 +674,7 @@ def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: 
 
 def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
-    m, first, stride = ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF, ins.e >> 24
+    m, first, stride = mm_fields(ins)
     if r < 1 or k < 1 or m < 1 or k > MM_MAX_K:
         fail(f"MM needs R, M >= 1 and 1 <= K <= {MM_MAX_K} (got R={r}, K={k}, M={m})")
     brows = bool(flags & MM_BROWS)

@@ -280,8 +280,8 @@ class Machine:
 
     def _mm(self, pc: int, ins: Instr, eff: Effects) -> None:
         r, a, b, k, flags = ins.cnt, ins.a, ins.b, ins.d, ins.flags
-        m = ins.e & 0xFFFF
-        start, end = isa.mm_window(m, (ins.e >> 16) & 0xFF, ins.sub)
+        m, first, _stride = isa.mm_fields(ins)
+        start, end = isa.mm_window(m, first, ins.sub)
         cols = np.arange(4 * start, min(4 * end, m))
 
         def effect() -> None:
@@ -402,11 +402,10 @@ def _operands(ins: Instr) -> str:
     if ins.op == isa.OP_MM:
         fl = [f for bit, f in ((isa.MM_OUT8, "out8"), (isa.MM_RELU, "relu"), (isa.MM_BIAS, "bias"),
                                (isa.MM_BROWS, "brows")) if ins.flags & bit]
-        first = (ins.e >> 16) & 0xFF
-        window = f" tiles={first}+{ins.sub or 'all'}" if ins.sub or first else ""
-        stride = f" stride={ins.e >> 24}" if ins.e >> 24 else ""
-        return (f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e & 0xFFFF}{window}{stride} "
-                f"{'|'.join(fl)}")
+        f = isa.mm_fields(ins)
+        window = f" tiles={f.first}+{ins.sub or 'all'}" if ins.sub or f.first else ""
+        stride = f" stride={f.stride}" if f.stride else ""
+        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={f.m}{window}{stride} {'|'.join(fl)}"
     if ins.op == isa.OP_VEC:
         rows = f" rows={ins.d}" if ins.d > 1 else ""
         return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}{rows}"

@@ -101,7 +101,7 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
         row = mw if out8 else m  # words of an output row
         stride = 0
         if r > 1 and rng.random() < 0.2:  # the output rows apart, with words between them left alone
-            stride = min(255, row + rng.randint(1, row + 2))
+            stride = min(isa.MM_STRIDE_MAX, row + rng.randint(1, row + 2))
         return asm.mm(a, b, out, r, k, m, out8=out8, relu=relu, bias=bias, brows=brows,
                       first_tile=first, tiles=tiles, stride=stride)
     if kind == "vec":

@@ -299,7 +299,7 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
     # the sweep's points are each measured on the chip they name: the footer says which sources and commit
     prov = runs.provenance()
     lines = [caption] if caption else []
-    lines.append(f"sources {prov['sources']} · commit {prov['commit'][:12]}")
+    lines.append(runs.footer({**prov, "chip": "each point on its own configuration"}))
     fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="0.3")
     fig.subplots_adjust(bottom=0.12 + 0.04 * len(lines))
     with runs.atomic_path(FIGURE) as tmp:

@@ -44,14 +44,11 @@ COLOURS = {"None": "#444444", "8": "#1f77b4", "4": "#d62728"}
 RELEASED, HELD, FREE, WINDOW = "#dddddd", "#9ecae1", "#ffffff", "#fdae6b"
 
 
-FOOTER = ""  # what drew the figures (runs.footer), set by main; Figure 15.2 may carry its run's own
-
-
 def save(fig, name: str, footer: str | None = None) -> Path:
     """The figure as out/<name>, with a footer line below everything else on it: the chip, the
-    sources and the commit that made its numbers."""
+    sources and the commit that made its numbers (`footer`; by default those of this checkout)."""
     low = min([t.get_position()[1] for t in fig.texts] + [0.0])
-    fig.text(0.01, low - 0.03, footer or FOOTER, fontsize=6, color="0.4", va="top")
+    fig.text(0.01, low - 0.03, footer or runs.footer(runs.provenance()), fontsize=6, color="0.4", va="top")
     path = runs.OUT / name
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png")
@@ -363,12 +360,10 @@ def run_footer(path: Path) -> str:
 
 
 def main(args) -> int:
-    global FOOTER
     # both inputs are checked before any figure is written, and a run file before any work
     recorded = run_cycles(sim.RUN_JSON) if sim.RUN_JSON.exists() else None
     recorded_footer = run_footer(sim.RUN_JSON) if recorded is not None else None
     b = example_b()
-    FOOTER = runs.footer(runs.provenance())
     cycles, source = (recorded, RTL_SOURCE) if recorded is not None else machine_cycles()
     made = [figure_block_table(), figure_cycles(cycles, source, recorded_footer), figure_window(), figure_memory(b),
             figure_sharing(b), figure_accuracy(b), figure_serving(b)]

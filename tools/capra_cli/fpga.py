@@ -136,11 +136,7 @@ def run_tool(argv: list[str], log: Path, timeout: float, what: str) -> None:
 
 def rtl_hash() -> str:
     """A hash of every RTL source Yosys may read (rtl/*.v and the included rtl/*.vh)."""
-    h = hashlib.sha256()
-    for pattern in RTL_SOURCES:
-        for path in sorted(ROOT.glob(pattern)):
-            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return runs.sources_hash(RTL_SOURCES)
 
 
 def digest(*parts: object) -> str:
@@ -162,9 +158,12 @@ class Measured:
 
 
 def measured_fmax(cfg: config.Config) -> Measured | None:
-    """What ``make fpga`` measured for `cfg` on the RTL as it is now, or None: no run kept, or one
-    of other sources (an Fmax of an older RTL says nothing about this one)."""
-    rtl, best = rtl_hash(), None
+    """What ``make fpga`` measured for `cfg` on the RTL as it is now, or None: no run kept, or only
+    runs of other sources (an Fmax of an older RTL says nothing about this one). Over every kept
+    seed of the part most seeds were placed on, the lowest Fmax; a seed whose files cannot be read
+    does not count."""
+    rtl = rtl_hash()
+    by_part: dict[str, list[float]] = {}
     for synthesized in sorted(OUT.glob(f"{rtl_label(cfg)}-*/synth/result.json")):
         try:
             result = json.loads(synthesized.read_text())
@@ -172,16 +171,17 @@ def measured_fmax(cfg: config.Config) -> Measured | None:
             continue
         if result.get("rtl") != rtl or result.get("config") != cfg.key():
             continue
-        found = []
         for seed in sorted(synthesized.parent.parent.glob("*-seed*")):
             try:
                 part = json.loads((seed / "result.json").read_text())["device"]
-                found.append((ecp5.fmax(ecp5.load_report((seed / "report.json").read_text()), CLOCK), part))
+                mhz = ecp5.fmax(ecp5.load_report((seed / "report.json").read_text()), CLOCK)
             except (OSError, ValueError, KeyError):
                 continue
-        if found and (best is None or len(found) > best.seeds):
-            best = Measured(min(f for f, _ in found), len(found), min(found)[1])
-    return best
+            by_part.setdefault(part, []).append(mhz)
+    if not by_part:
+        return None
+    part, fmaxes = max(by_part.items(), key=lambda item: (len(item[1]), item[0]))
+    return Measured(min(fmaxes), len(fmaxes), part)
 
 
 def tokens_line(steps: list[tuple[str, int, int]], cfg: config.Config) -> str:

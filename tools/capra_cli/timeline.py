@@ -179,7 +179,6 @@ def main(args) -> int:
     checks = 0
     figures = []
     OUT.mkdir(parents=True, exist_ok=True)
-    commit = runs.source_commit()
     prov = runs.provenance(cfg)
     records = []
     for b in (1, args.batch):
@@ -201,7 +200,7 @@ def main(args) -> int:
             problems.append(f"{name}: the timeline's lanes add up to {lanes} cycles, the counters say {want}")
         checks += 1
         meta = {"step": name, "batch": b, "context": args.context, "cycles": step.counters[0],
-                "counters": step.counters, "config": cfg.key(), "commit": commit, "provenance": prov,
+                "counters": step.counters, "provenance": prov,
                 "time unit": "one microsecond of the trace is one cycle"}
         runs.write_json(OUT / f"{name}.json", chrome_trace(f"{name} step, B={b}, context {args.context}", sl, meta))
         figures.append((f"{name} step, B={b}, context {args.context}", step.counters[0], sl))
