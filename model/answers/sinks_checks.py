@@ -7,7 +7,8 @@ values recomputed from the token ids, the pages a step needs counted from those 
  (1) the chip: the rows each step is given are the chip's own earlier (k, v) rows at exactly the
      attended positions; the paged host and a plain-list host give identical integers; the chip
      runs context min(L, W) and its tokens equal the float reference's (teacher forcing on a
-     random model, greedy on the structured one, whose rule f(t) must still hold);
+     random model, greedy on the structured one, whose rule f(t) must still hold); its logits are
+     as near the float reference as int8 allows (``chapter_error``);
  (2) the float reference: a float step over the rows gathered from a page table (the answer's
      gather and release) equals a step over keys and values recomputed from the token ids, and so
      does ``float_sinks``; and the sinks change a random model's logits (they are attended);
@@ -74,6 +75,7 @@ class Result:
     peaks: dict[str, int] = field(default_factory=dict)
     error_sinks: float = 0.0  # the chip's largest relative error against the float with sinks ...
     error_window: float = 0.0  # ... and against the float without them (steps past the window)
+    error_chapter: float = 0.0  # the chapter's windowed chip against its own float reference (int8's error)
 
     counts: dict[str, int] = field(default_factory=dict)  # checks per group, "(1)" .. "(4)"
 
@@ -129,8 +131,10 @@ def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> list:
             res.error_window = max(res.error_window, relative_error(r["logits"], window))
         res.row(L).update(chip=r["tok"], float=logits.index(max(logits)))
     res.check(not disagree, f"(1) steps {disagree[:5]}: the chip's token differs from the float reference's")
-    res.check(res.error_sinks <= 0.15, f"(1) the chip's logits differ from the float with sinks by "
-                                       f"{res.error_sinks:.2f} (relative), more than 0.15")
+    res.error_chapter = chapter_error(m, W, steps, page)
+    bound = max(0.15, 1.5 * res.error_chapter)
+    res.check(res.error_sinks <= bound, f"(1) the chip's logits differ from the float with sinks by "
+                                        f"{res.error_sinks:.2f} (relative), more than {bound:.2f}")
     structured = T.make_model("structured")
     toks, _ = A.SinkChip(structured, steps, W, S, page, n_pages=steps + 2).generate(0, steps)
     rule = PT.rule_tokens(0, steps)
@@ -138,6 +142,24 @@ def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> list:
     res.check(A.float_generate_sinks(structured, 0, steps, W, S) == rule,
               "(1) the structured model's float decode with sinks breaks its rule f(t)")
     return records
+
+
+def chapter_error(m: dict, W: int, steps: int, page: int) -> float:
+    """The largest relative error of the chapter's windowed chip (paged_lm.PagedChip, teacher-forced
+    like check (5)) against float_windowed: what int8 costs at this window. It grows with the
+    context (about 0.03 at W = 8, 0.18 at W = 64), so the chip with sinks is allowed the larger of
+    paged_tests' 0.15 and one and a half times this."""
+    forced = PL.float_generate(m, START, steps, W)
+    _, records = PL.PagedChip(m, steps, W, page, steps + 2).generate(START, steps, force=forced)
+    kc: list = []
+    vc: list = []
+    worst = 0.0
+    for r in records:
+        logits, k, v, _ = PL.float_windowed(m, forced[r["L"] - 1], kc, vc, W)
+        kc.append(k)
+        vc.append(v)
+        worst = max(worst, relative_error(r["logits"], logits))
+    return worst
 
 
 # ---- (2) the float reference ---------------------------------------------------------------------

@@ -79,6 +79,8 @@ def main(args) -> int:
     print(f"the chip's logits against the float with sinks: largest relative error {res.error_sinks:.3f}"
           + (f"; against the float without them (steps past the window): {res.error_window:.3f}"
              if steps > W else ""))
+    print(f"(the chapter's windowed chip against its own float reference: {res.error_chapter:.3f}; "
+          f"the bound is the larger of 0.15 and 1.5 times that)")
     for group, what in GROUPS.items():
         failed = sum(1 for p in res.problems if p.startswith(group))
         print(f"{group} {what}: {res.counts.get(group, 0)} checks, {failed} failed")
