@@ -1,6 +1,6 @@
 """Chapter 15, exercise 3's worked answer (model/answers/sinks.py): attention sinks on the paged
-host. Its checks pass on one small configuration, and they catch a gather that drops the sinks
-and a calibration that ignores them. Expected block ids on tiny pools are worked out by hand.
+host. Its checks pass on one small configuration, and they catch a gather that drops the sinks,
+a release of one page too many and a calibration that ignores the sinks. Expected block ids on tiny pools are worked out by hand.
 No simulator runs: the chip is GA2's machine model.
 """
 
@@ -39,6 +39,17 @@ def test_a_calibration_on_the_windows_rows_is_caught(monkeypatch):
     monkeypatch.setattr(A, "calibrate_sinks", lambda m, steps, W, S, starts: PL.calibrate(m, steps, W, starts))
     res = checks.run_all(page=2, **SMALL)
     assert [p for p in res.problems if p.startswith("(4)")], res.problems
+
+
+def test_a_release_of_one_page_too_many_is_caught(monkeypatch):
+    release_rows = A.SinkPageTable.release_rows
+
+    def one_page_too_many(self, rid, lo, hi):
+        return release_rows(self, rid, lo, min(hi + self.page, self.length[rid]))
+
+    monkeypatch.setattr(A.SinkPageTable, "release_rows", one_page_too_many)
+    res = checks.run_all(page=2, **SMALL)
+    assert [p for p in res.problems if p.startswith("(3)")], res.problems
 
 
 def test_read_ranges_are_all_rows_then_sinks_and_the_most_recent():

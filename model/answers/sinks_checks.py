@@ -97,12 +97,27 @@ class Result:
 # ---- (1) the chip --------------------------------------------------------------------------------
 
 
-def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> list:
-    """(1) with (3) after every step; returns the chip's records (random model, teacher forcing)."""
+def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> None:
+    """(1), with (3) after every step: the random model, teacher-forced with the float reference's
+    greedy tokens (as check (5) does for the window), then the structured model, greedy."""
     m = T.make_model("random", MODEL_SEED)
     forced = A.float_generate_sinks(m, START, steps, W, S)
     chip = A.SinkChip(m, steps, W, S, page, n_pages=steps + 2)
     _, records = chip.generate(START, steps, force=forced, after_step=table_watch(res, W, S, page, "middle"))
+    check_given_rows(res, chip, records, forced, W, S, steps)
+    check_tokens(res, m, forced, records, W, S, steps, page)
+    structured = T.make_model("structured")
+    toks, _ = A.SinkChip(structured, steps, W, S, page, n_pages=steps + 2).generate(0, steps)
+    rule = PT.rule_tokens(0, steps)
+    res.check(toks == rule, f"(1) the structured model with sinks breaks its rule f(t): {toks}")
+    res.check(A.float_generate_sinks(structured, 0, steps, W, S) == rule,
+              "(1) the structured model's float decode with sinks breaks its rule f(t)")
+
+
+def check_given_rows(res: Result, chip: A.SinkChip, records: list, forced: list[int], W: int, S: int,
+                     steps: int) -> None:
+    """The contexts and programs are the window's; each step is given the chip's own earlier rows
+    at exactly the attended positions; the plain-list host gives the same integers."""
     res.check([r["ctx"] for r in records] == [PL.context_size(L, W) for L in range(1, steps + 1)],
               f"(1) the chip's contexts are {[r['ctx'] for r in records]}, not min(L, {W})")
     res.check(sorted(chip.progs) == list(range(1, min(W, steps) + 1)),
@@ -112,9 +127,14 @@ def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> list:
              if not np.array_equal(r.read, np.array([written[i] for i in attended(r["L"], W, S)]).reshape(-1, 2, T.D))]
     res.check(not wrong, f"(1) steps {wrong[:5]} were not given the chip's own rows at the attended positions")
     chip.paged = False
-    _, plain = chip.generate(START, steps, force=forced)
+    _, plain = chip.generate(forced[0], steps, force=forced)
     differ = [a["L"] for a, b in zip(records, plain, strict=True) if a["ints"] != b["ints"]]
     res.check(not differ, f"(1) steps {differ[:5]}: the paged host and the plain-list host give different integers")
+
+
+def check_tokens(res: Result, m: dict, forced: list[int], records: list, W: int, S: int, steps: int,
+                 page: int) -> None:
+    """Every token equals the float reference's, and the logits are as near it as int8 allows."""
     kc: list = []
     vc: list = []
     disagree = []
@@ -135,13 +155,6 @@ def check_chip(res: Result, W: int, S: int, steps: int, page: int) -> list:
     bound = max(0.15, 1.5 * res.error_chapter)
     res.check(res.error_sinks <= bound, f"(1) the chip's logits differ from the float with sinks by "
                                         f"{res.error_sinks:.2f} (relative), more than {bound:.2f}")
-    structured = T.make_model("structured")
-    toks, _ = A.SinkChip(structured, steps, W, S, page, n_pages=steps + 2).generate(0, steps)
-    rule = PT.rule_tokens(0, steps)
-    res.check(toks == rule, f"(1) the structured model with sinks breaks its rule f(t): {toks}")
-    res.check(A.float_generate_sinks(structured, 0, steps, W, S) == rule,
-              "(1) the structured model's float decode with sinks breaks its rule f(t)")
-    return records
 
 
 def chapter_error(m: dict, W: int, steps: int, page: int) -> float:
@@ -249,57 +262,16 @@ def pages_per_step(res: Result, W: int, S: int, steps: int, page: int) -> None:
 def check_table_random(res: Result, seeds: int = 4, n_ops: int = 300, n_pages: int = 24, page: int = 3) -> None:
     """(3) SinkPageTable under random operations (forks included) against a shadow: the rows of
     every request and which of them are released; invariants after every operation; a release
-    outside the rows raises and changes nothing."""
+    outside the rows raises and changes nothing; nothing leaks."""
     for seed in range(seeds):
         R = random.Random(seed)
         pt = A.SinkPageTable(n_pages, page)
         shadow: dict = {}  # rid -> (rows, set of released logical pages)
         problems: list[str] = []
         for op_number in range(n_ops):
-            ids = list(shadow)
-            op = R.choice(["append"] * 5 + ["new", "fork", "release rows", "trim", "release", "bad release"])
-            if op == "new" and len(ids) < 4:
-                rid = max(ids, default=-1) + 1
-                pt.new(rid)
-                shadow[rid] = ([], set())
-            elif op == "fork" and ids and len(ids) < 4:
-                src, rid = R.choice(ids), max(ids) + 1
-                pt.fork(src, rid)
-                shadow[rid] = (list(shadow[src][0]), set(shadow[src][1]))
-            elif op == "append" and ids:
-                rid = R.choice(ids)
-                try:
-                    pt.append(rid, op_number)
-                    shadow[rid][0].append(op_number)
-                except PL.OutOfPages:
-                    pass
-            elif op in ("release rows", "trim") and ids:
-                rid = R.choice(ids)
-                n = len(shadow[rid][0])
-                hi = R.randrange(n + 1)
-                lo = 0 if op == "trim" else R.randrange(hi + 1)
-                pt.release_rows(rid, lo, hi) if op == "release rows" else pt.trim(rid, hi)
-                shadow[rid][1].update(q for q in range(n // page + 1) if q * page >= lo and (q + 1) * page <= hi)
-            elif op == "release" and ids:
-                rid = R.choice(ids)
-                pt.release(rid)
-                del shadow[rid]
-            elif op == "bad release" and ids:
-                rid = R.choice(ids)
-                n = len(shadow[rid][0])
-                problems += PT.expect_unchanged(pt, lambda pt=pt, rid=rid, n=n: pt.release_rows(rid, 0, n + 1),
-                                                PL.RowOutOfRange, "(3) a release past the last row")
+            op, problems = random_table_operation(R, pt, shadow, op_number)
             tag = f"(3) random table, seed {seed} op {op_number} ({op})"
-            problems += PT.pool_invariants(pt, tag)
-            for rid, (rows, gone) in shadow.items():
-                for i, row in enumerate(rows):
-                    try:
-                        ok = pt.rows(rid, i, i + 1) == [row] and i // page not in gone
-                    except PL.RowsReleased:
-                        ok = i // page in gone
-                    if not ok:
-                        problems.append(f"{tag}: request {rid} row {i} differs from the shadow")
-                        break
+            problems += PT.pool_invariants(pt, tag) + rows_against_shadow(pt, shadow, tag)
             if problems:
                 break
         for rid in list(shadow):
@@ -307,6 +279,63 @@ def check_table_random(res: Result, seeds: int = 4, n_ops: int = 300, n_pages: i
         if not problems and (pt.used() or any(pt.ref)):
             problems.append(f"(3) random table, seed {seed}: pages leaked after every request was released")
         res.check(not problems, "; ".join(problems[:2]) or f"(3) random table, seed {seed}")
+
+
+def random_table_operation(R: random.Random, pt: A.SinkPageTable, shadow: dict, op_number: int) -> tuple[str, list]:
+    """One random operation on the table and the shadow; returns (its name, problems). A release
+    of rows lo .. hi-1 marks released, in the shadow, the pages lying entirely in that range."""
+    ids = list(shadow)
+    op = R.choice(["append"] * 5 + ["new", "fork", "release rows", "trim", "release", "bad release"])
+    problems: list[str] = []
+    if op == "new" and len(ids) < 4:
+        rid = max(ids, default=-1) + 1
+        pt.new(rid)
+        shadow[rid] = ([], set())
+    elif op == "fork" and ids and len(ids) < 4:
+        src, rid = R.choice(ids), max(ids) + 1
+        pt.fork(src, rid)
+        shadow[rid] = (list(shadow[src][0]), set(shadow[src][1]))
+    elif op == "append" and ids:
+        rid = R.choice(ids)
+        try:
+            pt.append(rid, op_number)
+            shadow[rid][0].append(op_number)
+        except PL.OutOfPages:
+            pass
+    elif op in ("release rows", "trim") and ids:
+        rid = R.choice(ids)
+        n = len(shadow[rid][0])
+        hi = R.randrange(n + 1)
+        lo = 0 if op == "trim" else R.randrange(hi + 1)
+        if op == "trim":
+            pt.trim(rid, hi)
+        else:
+            pt.release_rows(rid, lo, hi)
+        shadow[rid][1].update(q for q in range(n // pt.page + 1) if q * pt.page >= lo and (q + 1) * pt.page <= hi)
+    elif op == "release" and ids:
+        rid = R.choice(ids)
+        pt.release(rid)
+        del shadow[rid]
+    elif op == "bad release" and ids:
+        rid = R.choice(ids)
+        n = len(shadow[rid][0])
+        problems += PT.expect_unchanged(pt, lambda: pt.release_rows(rid, 0, n + 1), PL.RowOutOfRange,
+                                        "(3) a release past the last row")
+    return op, problems
+
+
+def rows_against_shadow(pt: A.SinkPageTable, shadow: dict, tag: str) -> list[str]:
+    """Every row of every request reads back as the shadow's, or raises RowsReleased, exactly as
+    the shadow's released pages say."""
+    for rid, (rows, gone) in shadow.items():
+        for i, row in enumerate(rows):
+            try:
+                ok = pt.rows(rid, i, i + 1) == [row] and i // pt.page not in gone
+            except PL.RowsReleased:
+                ok = i // pt.page in gone
+            if not ok:
+                return [f"{tag}: request {rid} row {i} differs from the shadow"]
+    return []
 
 
 # ---- (4) the calibration -------------------------------------------------------------------------
