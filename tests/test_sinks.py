@@ -1,7 +1,7 @@
 """Chapter 15, exercise 3's worked answer (model/answers/sinks.py): attention sinks on the paged
 host. Its checks pass on one small configuration, and they catch a gather that drops the sinks,
-a release of one page too many and a calibration that ignores the sinks. Expected block ids on tiny pools are worked out by hand.
-No simulator runs: the chip is GA2's machine model.
+a release of one page too many and a calibration that ignores the sinks. Expected block ids on
+tiny pools are worked out by hand. No simulator runs: the chip is GA2's machine model.
 """
 
 from __future__ import annotations
