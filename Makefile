@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e .
-	$(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, paged_tests, capra_cli.__main__"
+	$(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, answers, paged_tests, capra_cli.__main__"
 	@touch $@
 
 # One line saying what to install when a simulator is missing.

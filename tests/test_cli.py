@@ -69,7 +69,8 @@ def test_every_program_in_tools_is_covered_here():
     assert sorted(SCRIPTS) == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
-                                      "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves"])
+                                      "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
+                                      "ch15_sinks"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"
@@ -231,6 +232,14 @@ MISTAKES: dict[str, list[Mistake]] = {
     "example-b": [bad("extra", says="extra")],
     "figures": [bad("--steps", "8", says="--steps")],
     "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question")],
+    "sinks": [
+        bad("--sinks", "8", says="--sinks"),  # eight sinks do not fit the default window of 8
+        bad("--sinks", "0", says="--sinks"),
+        bad("--window", "1", says="--window"),
+        bad("--steps", "0", says="--steps"),
+        bad("--page", "many", says="--page"),
+        too_small(),
+    ],
     "mut": [
         bad("-j", "0", says="-j/--jobs"),
         bad("-k", "no mutant says this", says="-k"),
@@ -438,7 +447,7 @@ def settle(failures: dict[str, str]) -> None:
 # through the script itself.
 BOOK_SCRIPTS = {"ch15_run": "sim", "ch15_example_a": "example-a", "ch15_example_b": "example-b",
                 "ch15_figures": "figures", "ch15_selfcheck": "selfcheck", "mut_ch15": "mut", "gather_bench": "gather",
-                "gen_exp_lut": "gen"}
+                "gen_exp_lut": "gen", "ch15_sinks": "sinks"}
 BOOK_MISTAKES = [(script, MISTAKES[command][0]) for script, command in BOOK_SCRIPTS.items()]
 
 
