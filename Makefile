@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile -e .
 	PYTHONDONTWRITEBYTECODE= $(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb, \
-	  cocotb.triggers, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, paged_tests, \
-	  capra_cli.__main__ as cli, importlib; [importlib.import_module(f'capra_cli.{m}') for m, _ in cli.COMMANDS.values()]"
+	  cocotb.triggers, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, answers, \
+	  paged_tests, capra_cli.__main__ as cli, importlib; \
+	  [importlib.import_module(f'capra_cli.{m}') for m, _ in cli.COMMANDS.values()]"
 	@touch $@
 
 # One line saying what to install when a simulator is missing.

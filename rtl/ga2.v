@@ -124,7 +124,7 @@ module ga2 (
     wire [31:0] w0 = iword[0];
     wire [31:0] w1 = iword[1];
     wire [31:0] w2 = iword[2];
-    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction but LOAD and STORE
+    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction but LOAD, STORE and MM
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
@@ -168,7 +168,7 @@ module ga2 (
                          : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
                          : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])
                          : 1'b1;
-    wire       known_op = (op <= OP_SMAX) && (reserved == 3'd0) && (is_dma || w3[31:24] == 8'd0) && fields_ok
+    wire       known_op = (op <= OP_SMAX) && (reserved == 3'd0) && (is_dma || op == OP_MM || w3[31:24] == 8'd0) && fields_ok
                           && (!overlap || is_dma || compute);
     wire       legal_go = go && known_op;
     // the instruction after this one is decoded next cycle
@@ -230,13 +230,14 @@ module ga2 (
 
     ga2_mm #(.AW(SAW)) u_mm (
         .clk(clk), .rst(rst), .start(start_mm), .flags(flags), .r_total(cnt), .k_len(fd), .m_total(w3[15:0]),
-        .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[SAW-1:0]), .b_base(fb[SAW-1:0]), .out_base(fc[SAW-1:0]), .qa(qa), .qs(qs), .qbias(qbias),
+        .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[SAW-1:0]), .b_base(fb[SAW-1:0]), .out_base(fc[SAW-1:0]),
+        .out_stride(w3[31:24]), .qa(qa), .qs(qs), .qbias(qbias),
         .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
         .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_busy(mm_rq_busy), .rq_y(rq_y)
     );
 
     ga2_vec #(.AW(SAW)) u_vec (
-        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .src_a(fa[SAW-1:0]), .src_b(fb[SAW-1:0]),
+        .clk(clk), .rst(rst), .start(start_vec), .sub(sub), .n(cnt), .rows(fd), .src_a(fa[SAW-1:0]), .src_b(fb[SAW-1:0]),
         .dst(fc[SAW-1:0]), .qa(qa), .qb(qb), .qs(qs), .ra_en(vec_rae), .ra_addr(vec_ra), .ra_data(vec_a),
         .rb_en(vec_rbe), .rb_addr(vec_rb), .rb_data(vec_b), .we(vec_we), .waddr(vec_wa), .wdata(vec_wd),
         .done(vec_done), .rq_acc(vec_rq_acc), .rq_mult(vec_rq_mult), .rq_shift(vec_rq_shift), .rq_busy(vec_rq_busy), .rq_y(rq_y)

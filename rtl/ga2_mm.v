@@ -62,6 +62,7 @@ module ga2_mm #(
     input  wire [AW-1:0]  a_base,
     input  wire [AW-1:0]  b_base,
     input  wire [AW-1:0]  out_base,
+    input  wire [7:0]   out_stride,   // words from one output row to the next (0: rows packed)
     input  wire [15:0]  qa,
     input  wire [5:0]   qs,
     input  wire [AW-1:0]  qbias,
@@ -107,12 +108,15 @@ module ga2_mm #(
     reg [AW-1:0] tiles;               // column tiles: ceil(M/4) (a word row of an operand: < the scratchpad)
     reg [AW-1:0] nkw;                 // dot form: N B rows, N*kw words (the next pass's first row)
     reg [15:0] t_first, t_end;        // the column window's first tile and the tile after its last
+    reg [7:0]  ostr;                  // the output row stride (0: rows packed)
     wire out8  = fl[0];
     wire relu  = fl[1];
     wire biasf = fl[2];
     wire brows = fl[3];
     wire [10:0] b_reads    = brows ? kl[10:0] : ({2'b00, dot_lines} << PB);  // B cycles of a pass
     wire [10:0] pass_reads = b_reads + (biasf ? BL[10:0] : 11'd0);
+    // words from one output row to the next: the stride, or a packed row (int8 words or int32 results)
+    wire [AW-1:0] row_step = (ostr != 8'd0) ? {{(AW-8){1'b0}}, ostr} : out8 ? tiles : mt[AW-1:0];
 
     // ------------------------------------------------------------------- batch tile geometry
     function [RB-1:0] rows_of;        // rt = min(N, rows left)
@@ -291,6 +295,7 @@ module ga2_mm #(
             tiles <= {AW{1'b0}};
             t_first <= 16'd0;
             t_end <= 16'd0;
+            ostr <= 8'd0;
             r_left <= 16'd0;
             t_out <= {AW{1'b0}};
             t_rt <= {RB{1'b0}};
@@ -319,6 +324,7 @@ module ga2_mm #(
                     qa_r <= qa;
                     qs_r <= qs;
                     t_out <= out_base;
+                    ostr <= out_stride;
                     b_r <= b_base;
                     qbias_r <= qbias;
                     a_ptr <= a_base;
@@ -395,7 +401,7 @@ module ga2_mm #(
                             t_rt <= n_rt;
                             t_g <= groups_of(n_rt);
                             t_w <= slots_of(n_rt, groups_of(n_rt));
-                            t_out <= t_out + (out8 ? (tiles << NB) : (mt[AW-1:0] << NB));
+                            t_out <= t_out + (row_step << NB);
                             a_row <= {NB{1'b0}};
                             a_word <= 9'd0;
                             cnt <= {{(11-WB){1'b0}}, n_aload_pad};
@@ -738,7 +744,6 @@ module ga2_mm #(
     reg          w_half, w_hp, w_last;
     reg [NB-1:0] w_ar;
     reg [3:0]    w_pw;
-    wire [AW-1:0] row_step = out8 ? tiles : mt[AW-1:0];
     always @(posedge clk) begin
         if (rst) begin
             jq_wp <= 2'd0;

@@ -69,7 +69,8 @@ def test_every_program_in_tools_is_covered_here():
     assert sorted(SCRIPTS) == sorted(["bench", "ch12_accuracy", "ch12_run", "ch15_example_a", "ch15_example_b",
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
-                                      "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves"])
+                                      "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
+                                      "ch15_sinks"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"
@@ -231,6 +232,14 @@ MISTAKES: dict[str, list[Mistake]] = {
     "example-b": [bad("extra", says="extra")],
     "figures": [bad("--steps", "8", says="--steps")],
     "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question")],
+    "sinks": [
+        bad("--sinks", "8", says="--sinks"),  # eight sinks do not fit the default window of 8
+        bad("--sinks", "0", says="--sinks"),
+        bad("--window", "1", says="--window"),
+        bad("--steps", "0", says="--steps"),
+        bad("--page", "many", says="--page"),
+        too_small(),
+    ],
     "mut": [
         bad("-j", "0", says="-j/--jobs"),
         bad("-k", "no mutant says this", says="-k"),
@@ -438,7 +447,7 @@ def settle(failures: dict[str, str]) -> None:
 # through the script itself.
 BOOK_SCRIPTS = {"ch15_run": "sim", "ch15_example_a": "example-a", "ch15_example_b": "example-b",
                 "ch15_figures": "figures", "ch15_selfcheck": "selfcheck", "mut_ch15": "mut", "gather_bench": "gather",
-                "gen_exp_lut": "gen"}
+                "gen_exp_lut": "gen", "ch15_sinks": "sinks"}
 BOOK_MISTAKES = [(script, MISTAKES[command][0]) for script, command in BOOK_SCRIPTS.items()]
 
 
@@ -727,6 +736,9 @@ def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, m
     assert sim.RUN_JSON == sandbox / "ch15_run.json"
     data = json.loads(sim.RUN_JSON.read_text())
     assert data["verdict"] == "PASS" and data["cycles"]["8"] == fake_cycles()[8]
+    prov = data["provenance"]  # what made it: this chip, these sources, this commit, these simulators
+    assert (prov["config"], prov["sources"]) == (config.active().key(), runs.sources_hash())
+    assert prov["commit"] == runs.source_commit() and set(prov["simulators"]) == {"iverilog", "verilator"}
     monkeypatch.setattr(sim, "section_replay", lambda d: (fake_cycles(), ["window 8: Icarus: FAIL: x"]))
     got = call(capsys, "sim")
     assert got.code == 1
@@ -777,6 +789,24 @@ def test_the_figures_accept_a_passing_run(tmp_path):
 
     (tmp_path / "ch15_run.json").write_text(json.dumps(GOOD_RUN))
     assert figures.run_cycles(tmp_path / "ch15_run.json") == GOOD_RUN["cycles"]
+
+
+def test_figure_15_2_is_labelled_with_the_chip_and_sources_of_its_run(tmp_path, capsys):
+    """A run of another configuration (or other sources) is drawn under its own chip and says so;
+    one of today's sources and chip carries their footer as it is."""
+    from capra_cli import figures
+
+    now = runs.provenance()
+    path = tmp_path / "ch15_run.json"
+    path.write_text(json.dumps({**GOOD_RUN, "provenance": now}))
+    assert figures.run_footer(path) == runs.footer(now)
+    other = config.Config(n=8)
+    path.write_text(json.dumps({**GOOD_RUN, "provenance": {**now, "config": other.key(), "chip": other.label()}}))
+    line = figures.run_footer(path)
+    assert line.startswith(other.label()) and "another chip than the active ones" in line
+    assert "is labelled with its own" in capsys.readouterr().out
+    path.write_text(json.dumps(GOOD_RUN))  # a run file of before the runs kept their sources
+    assert "did not keep its chip or sources" in figures.run_footer(path)
 
 
 # ---- outputs are written whole, and only through the replay library ----------------------------------

@@ -444,3 +444,99 @@ def test_concat_regions_that_do_not_fit_even_packed_are_refused():
     feeds = {name: np.zeros(g.shape(name)) for name in g.inputs}
     with pytest.raises(capra.CompileError, match="concat regions"):
         capra.compile_graph(g, [feeds], ranges=ranges)
+
+
+@pytest.mark.parametrize("contexts, strided", [([8] * 8, True), ([3, 1, 5, 2], True), ([1, 1, 4], False)])
+def test_batch_projections_scatter_their_rows_and_stay_exact(contexts, strided):
+    """A batch's key (and value) projections of consecutive rows of x run as one MM per family,
+    its rows written `stride` words apart, each at the end of its own request's cache (or alone,
+    at context 1). Every tensor that owns memory lies apart from every other, the program equals
+    the independent integer reference, and each request's new key row is where its cache region
+    ends."""
+    from capra import compiler as CC
+
+    m = tiny_lm.make_model("random", seed=2)
+    ranges = host.calibrate(m, 4, starts=range(2)).ranges
+    g = tiny_lm.decode_graph(m, contexts)
+    rng = np.random.default_rng(1)
+    feeds = {name: rng.standard_normal(g.shape(name)) for name in g.inputs}
+    P = capra.compile_graph(g, [feeds], ranges=ranges)
+    inside = CC._concat_parents(g)
+    owners = [n for n, node in g.nodes.items() if node.op != "rows" and n not in inside]
+    spans = sorted((P.tensors[n].sram, P.tensors[n].sram + P.tensors[n].words, n) for n in owners)
+    assert spans[0][0] >= 0 and spans[-1][1] <= isa.SRAM_WORDS
+    for (_a, end, x), (start, _b, y) in zip(spans, spans[1:]):
+        assert end <= start, f"{x} and {y} overlap"
+    mms = [Instr.decode(P.code[j : j + 4]) for j in range(0, len(P.code), 4)]
+    mms = [ins for ins in mms if ins.op == isa.OP_MM]
+    # each MM that writes a new key or value row writes whole new rows and nothing else: its
+    # strided rows land exactly on the rows the requests' caches end with
+    for kind in ("k", "v"):
+        rows = [P.tensors[getattr(tiny_lm.slot_names(len(contexts), i), kind)] for i in range(len(contexts))]
+        spans = [set(range(t.sram, t.sram + t.words)) for t in rows]
+        covered = 0
+        for ins in mms:
+            writes = set(isa.effects(ins).writes.tolist())
+            touched = [span for span in spans if span & writes]
+            if touched:
+                assert writes == set().union(*touched), f"{contexts}: an MM writes {kind} rows and other words"
+                covered += len(touched)
+        assert covered == len(contexts), f"{contexts}: {covered} of the {kind} rows written by MMs"
+    matmuls = sum(node.op == "matmul" for node in g.nodes.values())
+    assert len(mms) < matmuls, "no projection of the batch was fused"
+    # [1, 1, 4]: the two context-1 rows are neighbours (stride 0), the third is an MM of its own
+    assert any(isa.mm_fields(ins).stride for ins in mms) == strided
+    out, _mach = capra.run(P, feeds, machine=True)
+    independent = eval_program(P, feeds)
+    for name in P.outputs:
+        assert out[name][0] == independent[name], f"{contexts}: machine and reference differ on {name}"
+
+
+def _exact(g: Graph, feeds: dict) -> capra.Program:
+    """Compile g and check the machine model against the independent integer reference."""
+    P = capra.compile_graph(g, [feeds])
+    out, _mach = capra.run(P, feeds, machine=True)
+    independent = eval_program(P, feeds)
+    for name in P.outputs:
+        assert out[name][0] == independent[name], f"{g.name}: machine and reference differ on {name}"
+    return P
+
+
+def test_projections_built_in_reverse_row_order_still_fuse_and_run():
+    """A family stands where its first row's node is, which is not always first in graph order
+    (rows projected 2, 1, 0): the scheduler must still order every node after what it reads."""
+    m = tiny_lm.make_model("random", seed=2)
+    g = Graph("reverse")
+    x = g.input("x", (3, tiny_lm.D))
+    wk = g.const("Wk", m["Wk"])
+    outs = [g.softmax(f"p_{i}", g.matmul(f"k_{i}", g.rows(f"x_{i}", x, i, i + 1), wk, range_group="k"))
+            for i in (2, 1, 0)]
+    g.set_outputs(outs)
+    _exact(g, {"x": np.random.default_rng(0).standard_normal((3, tiny_lm.D))})
+
+
+def test_two_rows_of_one_concat_are_not_a_family():
+    """k_0 and k_1 both live in one concat (one region): they cannot lie a region's stride apart,
+    so they stay two matmuls, each at its own place in the region."""
+    m = tiny_lm.make_model("random", seed=2)
+    g = Graph("one region")
+    x = g.input("x", (2, tiny_lm.D))
+    wk = g.const("Wk", m["Wk"])
+    parts = [g.matmul(f"k_{i}", g.rows(f"x_{i}", x, i, i + 1), wk, range_group="k") for i in range(2)]
+    both = g.concat("C", *parts)
+    g.set_outputs([g.matmul("o", both, g.const("W2", m["Wk"]), range_group="o"), both])
+    P = _exact(g, {"x": np.random.default_rng(0).standard_normal((2, tiny_lm.D))})
+    assert P.tensors["k_1"].sram == P.tensors["k_0"].sram + P.tensors["k_0"].words
+
+
+def test_a_tensor_added_to_partners_in_every_lane_is_placed():
+    """t is added to four tensors that start in lanes 0, 1, 2 and 3: no start avoids them all, and
+    the placement must take one anyway (it used to search for ever)."""
+    rng = np.random.default_rng(0)
+    g = Graph("four partners")
+    x = g.input("x", (1, 8))
+    ws = [g.const(f"W{i}", rng.standard_normal((8, 4))) for i in range(5)]
+    parts = [g.matmul(f"a{i}", x, ws[i]) for i in range(4)]
+    t = g.matmul("t", x, ws[4])
+    g.set_outputs([g.add(f"s{i}", t, parts[i]) for i in range(4)])
+    _exact(g, {"x": rng.standard_normal((1, 8))})

@@ -193,3 +193,33 @@ def test_two_configurations_never_share_a_folder():
     assert fpga.rtl_label(a) == "S4096_Q4" and fpga.rtl_label(b) == "S4096_Q4_N8"
     assert fpga.yosys_script(a, "n.json") != fpga.yosys_script(b, "n.json")
     assert "-DGA2_N_D=8" in fpga.yosys_script(b, "n.json") and "synth_ecp5 -top ga2" in fpga.yosys_script(a, "n.json")
+
+
+def _kept_run(out: Path, cfg: config.Config, rtl: str, fmaxes: list[float], part: str = "LFE5U-45F") -> None:
+    """A make fpga run as it is kept in out/fpga: the synthesis result and one folder per seed."""
+    run = out / f"{fpga.rtl_label(cfg)}-0123456789ab"
+    (run / "synth").mkdir(parents=True)
+    (run / "synth" / "result.json").write_text(json.dumps({"rtl": rtl, "config": cfg.key()}))
+    for seed, mhz in enumerate(fmaxes, 1):
+        folder = run / f"45k-100mhz-seed{seed}"
+        folder.mkdir()
+        (folder / "result.json").write_text(json.dumps({"seed": seed, "device": part}))
+        (folder / "report.json").write_text(json.dumps({"utilization": {}, "fmax": {"clk": {"achieved": mhz}}}))
+
+
+def test_tokens_per_second_use_the_lowest_seed_of_these_sources(tmp_path, monkeypatch):
+    """The rate is tokens x the lowest seed's Fmax / cycles, for a run of today's RTL sources; a
+    kept run of other sources (an older RTL) gives no rate, only the note that none is measured."""
+    monkeypatch.setattr(fpga, "OUT", tmp_path)
+    cfg = config.active()
+    _kept_run(tmp_path / "old", cfg, "not-these-sources", [90.0])
+    monkeypatch.setattr(fpga, "OUT", tmp_path / "old")
+    assert fpga.measured_fmax(cfg) is None
+    assert "no Fmax measured" in fpga.tokens_line([("B=1", 1, 738)], cfg)
+    _kept_run(tmp_path / "new", cfg, fpga.rtl_hash(), [61.5, 52.25, 70.0])
+    monkeypatch.setattr(fpga, "OUT", tmp_path / "new")
+    measured = fpga.measured_fmax(cfg)
+    assert (measured.mhz, measured.seeds, measured.part) == (52.25, 3, "LFE5U-45F")
+    line = fpga.tokens_line([("B=1", 1, 738), ("B=8", 8, 2610)], cfg)
+    assert f"B=1 {52.25e6 / 738:,.0f} tokens/s" in line and f"B=8 {8 * 52.25e6 / 2610:,.0f} tokens/s" in line
+    assert "52.2 MHz, the lowest of 3 placement seeds on the LFE5U-45F" in line

@@ -66,10 +66,15 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
                 for flag in ("BIAS", "RELU", "BROWS"):
                     seen[flag] += bool(ins.flags & getattr(isa, f"MM_{flag}"))
                 seen["int32"] += not ins.flags & isa.MM_OUT8
-                seen["window"] += bool(ins.sub or ins.e >> 16)
+                seen["window"] += bool(ins.sub or isa.mm_fields(ins).first)
+                seen["stride"] += bool(isa.mm_fields(ins).stride)
             if ins.op == isa.OP_VEC:
-                seen["bank clash"] += isa.vec_clashes(ins.cnt, ins.a, ins.b) > 0 and isa.VEC_OPS[ins.sub].reads_b
-    corners = ("R>4", "R=9", "K=1", "K%4", "M=1", "BIAS", "RELU", "BROWS", "int32", "window", "bank clash")
+                seen["bank clash"] += (isa.vec_clashes(ins.cnt, ins.a, ins.b, isa.vec_rows(ins)) > 0
+                                       and isa.VEC_OPS[ins.sub].reads_b)
+                seen["VEC rows"] += isa.vec_rows(ins) > 1
+                seen["argmax rows"] += isa.vec_rows(ins) > 1 and ins.sub == isa.VEC_ARGMAX
+    corners = ("R>4", "R=9", "K=1", "K%4", "M=1", "BIAS", "RELU", "BROWS", "int32", "window", "stride",
+               "bank clash", "VEC rows", "argmax rows")
     short = {k: seen[k] for k in corners if seen[k] < 5}
     assert not short, f"corners the random programs rarely reach: {short}"
 

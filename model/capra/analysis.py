@@ -52,9 +52,11 @@ def roofline(code: list[int]) -> Roofline:
             beats += isa.dma_beats(f.rows, f.cols, f.ext, f.ext_stride)
             transfers += 1
         elif ins.op == isa.OP_MM:
-            m = ins.e & 0xFFFF
-            first, end = isa.mm_window(m, ins.e >> 16, ins.sub)
+            m, first, _stride = isa.mm_fields(ins)
+            first, end = isa.mm_window(m, first, ins.sub)
             macs += ins.cnt * ins.d * (min(4 * end, m) - 4 * first)  # the column window's outputs
-        elif ins.op in (isa.OP_VEC, isa.OP_SMAX):
+        elif ins.op == isa.OP_VEC:
+            elements += ins.cnt * isa.vec_rows(ins)
+        elif ins.op == isa.OP_SMAX:
             elements += ins.cnt
     return Roofline(words, transfers, beats, macs, elements)

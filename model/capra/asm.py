@@ -40,19 +40,26 @@ def qcfg(qa: int = 0, qb: int = 0, shift: int = 0, bias: int = 0) -> list[int]:
 
 
 def mm(a: int, b: int, out: int, r: int, k: int, m: int, *, out8: bool = False, relu: bool = False,
-       bias: bool = False, brows: bool = False, first_tile: int = 0, tiles: int = 0) -> list[int]:
+       bias: bool = False, brows: bool = False, first_tile: int = 0, tiles: int = 0, stride: int = 0) -> list[int]:
     """out = A (r x k) times B (k x m): B is k rows of m with brows, else m rows of k. A column
     window computes only column tiles first_tile .. first_tile + tiles - 1 (4 columns each;
-    tiles = 0: to the last)."""
+    tiles = 0: to the last). Output row i starts at out + i * stride (stride = 0: the rows one after
+    another), so one MM can write each row into a different region."""
     flags = ((isa.MM_OUT8 if out8 else 0) | (isa.MM_RELU if relu else 0) | (isa.MM_BIAS if bias else 0)
              | (isa.MM_BROWS if brows else 0))
     if not 0 <= first_tile < 256 or not 0 <= tiles < 16:
         raise ValueError(f"mm: column window {first_tile}+{tiles} does not fit its fields (8 and 4 bits)")
-    return Instr(isa.OP_MM, flags=flags, sub=tiles, cnt=r, a=a, b=b, c=out, d=k, e=m | (first_tile << 16)).encode()
+    if not 0 <= stride <= isa.MM_STRIDE_MAX:
+        raise ValueError(f"mm: output row stride {stride} does not fit its field (0..{isa.MM_STRIDE_MAX})")
+    return Instr(isa.OP_MM, flags=flags, sub=tiles, cnt=r, a=a, b=b, c=out, d=k,
+                 e=m | (first_tile << 16) | (stride << 24)).encode()
 
 
-def vec(sub: int, a: int, dst: int, n: int, b: int = 0) -> list[int]:
-    return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst).encode()
+def vec(sub: int, a: int, dst: int, n: int, b: int = 0, rows: int = 1) -> list[int]:
+    """VEC sub-op `sub` over `rows` packed rows of n int8 elements (ARGMAX: one index per row)."""
+    if not 1 <= rows <= 0xFFFF:
+        raise ValueError(f"vec: {rows} rows do not fit the 16-bit field")
+    return Instr(isa.OP_VEC, sub=sub, cnt=n, a=a, b=b, c=dst, d=rows if rows > 1 else 0).encode()
 
 
 def smax(src: int, dst: int, n: int, sink: int | None = None, smul: int = isa.SM_SCALE_ONE) -> list[int]:

@@ -9,15 +9,22 @@ Placement. The scratchpad's banks have one read and one write port each, and a D
 not use a port of a bank while a compute instruction uses it (docs/isa.md). So the tensors the DMA
 writes and the tensors compute writes live apart: loaded constants and inputs from word 0 up,
 computed tensors from the top down, and each region that both write (a concat of cached rows and
-a new row) in a bank group of its own when one is free.
+a new row) in a bank group of its own when one is free. The softmax engine runs beside the matmul
+engine only where they share no bank port, so a second placement gives the softmax's tensors the
+top bank group to themselves; the compiler emits both and keeps the one whose schedule ends first.
+
+Families. In a batch, the key (and value) projections of consecutive rows of x by one weight are
+one MM with an output row stride: each request's cache region is laid out `stride` words after
+the one before, so row j lands at the end of request j's region (``_Family``).
 
 Schedule. Weights and inputs are loaded by the DMA in the order they are first needed (a load into
 a concat region counts as needed by the node that writes the region's computed part); compute
-instructions run in dependency order, each time the one whose data arrives first. A weight of more
-than CHUNK_WORDS words is loaded in column chunks, and its matmul runs chunk by chunk (MM column
-windows) while the next chunk arrives. The emitter keeps time with the machine model's own DMA
-timeline (``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a
-LOAD never stalls the sequencer and DMA time hides behind compute time. That clock decides only
+nodes are list-scheduled on a rough clock (the next is the ready node that could start first,
+the longest chain of work after it among equals). A weight of more than CHUNK_WORDS words is
+loaded in column chunks, and its matmul runs chunk by chunk (MM column windows) while the next
+chunk arrives. The emitter keeps time with the machine model's own DMA timeline
+(``dma.DmaTimeline``) and issues the next transfer whenever the DMA queue has room, so a LOAD
+never stalls the sequencer and DMA time hides behind compute time. That clock decides only
 performance, never correctness: a WAIT keep precedes every instruction that conflicts with a
 transfer (its words or a bank port, ``dma.conflict``) unless an earlier WAIT, or DMA_QUEUE later
 transfers, have made that transfer's end certain, so the program gives the same results on a
@@ -302,19 +309,32 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
         if node.op != "argmax" and any(graph.nodes[i].op == "argmax" for i in node.inputs):
             raise CompileError(f"node {node.name!r}: an argmax result can only be an output")
     scales = _calibrate(graph, calib, ranges)
-    tensors = {n.name: Tensor(n.name, n.shape[0], n.shape[1], "int32" if n.op == "argmax" else "int8",
-                              scales[n.name]) for n in graph.nodes.values()}
     params = _integer_params(graph, scales)
     consts = {n.name: quantize(n.attrs["value"], scales[n.name], f"const {n.name!r}")
               for n in graph.nodes.values() if n.op == "const"}
-    compute, loads = _load_order(graph)
-    _place_sram(graph, tensors, loads)
-    const_words, ext_words = _place_ext(graph, tensors, consts, loads)
-    code, notes = _emit(graph, tensors, params, compute, loads)
+
+    def tensors() -> dict[str, Tensor]:
+        return {n.name: Tensor(n.name, n.shape[0], n.shape[1], "int32" if n.op == "argmax" else "int8",
+                               scales[n.name]) for n in graph.nodes.values()}
+
+    families = _row_families(graph, tensors(), params)
+    compute, loads = _load_order(graph, families)
+    # two placements (the softmax's tensors in a bank group of their own, or with the other
+    # computed tensors): the one whose schedule ends first on the emitter's clock (performance
+    # only: both are right on any memory)
+    best = None
+    for apart in (False, True):
+        placed = tensors()
+        _place_sram(graph, placed, loads, families, apart)
+        const_words, ext_words = _place_ext(graph, placed, consts, loads)
+        code, notes, cycles = _emit(graph, placed, params, compute, loads, families)
+        if best is None or cycles < best[0]:
+            best = (cycles, placed, code, notes, const_words, ext_words)
+    _cycles, placed, code, notes, const_words, ext_words = best
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
                            f"memory ({isa.IMEM_INSTRS - 1} and a HALT)")
-    return Program(graph.name, code, graph, tensors, params, consts, const_words, ext_words,
+    return Program(graph.name, code, graph, placed, params, consts, const_words, ext_words,
                    graph.inputs, list(graph.outputs), notes)
 
 
@@ -353,6 +373,85 @@ def _integer_params(graph: Graph, scales: dict[str, float]) -> dict[str, dict]:
     return params
 
 
+@dataclass
+class _Family:
+    """Matmuls of one row each, of consecutive rows of one tensor by one weight, that one MM computes
+    with an output row stride: the batch's key (or value) projections, whose rows each land in
+    their own request's cache region. The regions (a member's `home`: its concat region, or the
+    member itself) are laid out `stride` words apart, each member `offset` words into its home."""
+
+    members: list[str]
+    homes: list[str]
+    offsets: list[int]
+    stride: int
+    lead: int  # words of the block before the first member: the largest offset
+
+    @property
+    def words(self) -> int:
+        return self.stride * len(self.members)
+
+
+def _row_families(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> dict[str, _Family]:
+    """The families of the graph, by their first member's name (see ``_Family``).
+
+    A member is a matmul whose A is a one-row view of a tensor; members share that tensor, the
+    weight, the ReLU and form, and the integer parameters, and view consecutive rows in order. Each
+    member's home is the top-level concat it lives in, or the member itself when it lives in none
+    (context 1). Homes take the stride that fits the largest of them; a family whose stride would
+    not fit the MM's field is left as single matmuls. A run of consecutive rows splits into two
+    families (each of two rows at least): one MM needs every one of its rows' cache regions
+    loaded, so the first half's attentions can start while the second half's caches arrive."""
+    inside = _concat_parents(graph)
+    groups: dict[tuple, list[tuple[int, str]]] = {}
+    for node in graph.nodes.values():
+        if node.op != "matmul" or graph.nodes[node.inputs[0]].op != "rows":
+            continue
+        view = graph.nodes[node.inputs[0]]
+        if view.attrs["hi"] - view.attrs["lo"] != 1 or graph.nodes[view.inputs[0]].op == "rows":
+            continue
+        home = node.name
+        if home in inside:
+            home, _offset = inside[home]
+            if home in inside:  # nested concats: left alone
+                continue
+        p = params[node.name]
+        key = (view.inputs[0], node.inputs[1], node.attrs["relu"], node.attrs["transpose_b"], p["qa"], p["qs"])
+        groups.setdefault(key, []).append((view.attrs["lo"], node.name))
+    families: dict[str, _Family] = {}
+    for rows in groups.values():
+        rows.sort()
+        runs: list[list[str]] = []
+        for i, (lo, name) in enumerate(rows):
+            if not runs or lo != rows[i - 1][0] + 1:
+                runs.append([])
+            runs[-1].append(name)
+        for run in runs:
+            half = max(2, -(-len(run) // 2))
+            for i in range(0, len(run), half):
+                _add_family(families, run[i : i + half], inside, tensors)
+    return families
+
+
+def _add_family(families: dict[str, _Family], members: list[str], inside: dict[str, tuple[str, int]],
+                tensors: dict[str, Tensor]) -> None:
+    if len(members) < 2:
+        return
+    homes = [inside[m][0] if m in inside else m for m in members]
+    if len(set(homes)) != len(homes):  # two rows of one region: they cannot lie a stride apart
+        return
+    offsets = [inside[m][1] if m in inside else 0 for m in members]
+    tail = max(tensors[h].words - off for h, off in zip(homes, offsets, strict=True))
+    stride = tail + max(offsets)  # home j + 1 starts after home j ends, whatever their sizes
+    if stride <= isa.MM_STRIDE_MAX:
+        families[members[0]] = _Family(members, homes, offsets, stride, max(offsets))
+
+
+def _members(families: dict[str, _Family], name: str) -> list[str]:
+    """The nodes a compute node stands for: a family's members, or itself."""
+    family = families.get(name)
+    return family.members if family else [name]
+
+
 def _concat_parents(graph: Graph) -> dict[str, tuple[str, int]]:
     """part -> (the concat it lives in, its word offset there). A concat's inputs live inside it."""
     inside: dict[str, tuple[str, int]] = {}
@@ -383,35 +482,43 @@ def _region_of(inside: dict[str, tuple[str, int]], name: str) -> str | None:
     return region
 
 
-def _load_order(graph: Graph) -> tuple[list[Node], list[str]]:
-    """The compute nodes in order, and the constants and inputs in the order they are first needed.
+def _load_order(graph: Graph, families: dict[str, _Family]) -> tuple[list[Node], list[str]]:
+    """The compute nodes in order (a family as its first member), and the constants and inputs in
+    the order they are first needed.
 
     A load into a concat region counts as needed by the first node that writes into that region
     too: the DMA may not write a bank while compute writes it, so the cached rows must be in before
     the new row is computed next to them. Among loads first needed by the same node, those into
     such regions come first."""
-    compute = [n for n in graph.nodes.values() if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax")]
-    loads = _loads_by_first_use(graph, compute)
-    compute = _ready_order(graph, compute, loads)
-    return compute, _loads_by_first_use(graph, compute)
+    later = {m for f in families.values() for m in f.members[1:]}
+    compute = [n for n in graph.nodes.values()
+               if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax") and n.name not in later]
+    loads = _loads_by_first_use(graph, compute, families)
+    compute = _ready_order(graph, compute, loads, families)
+    return compute, _loads_by_first_use(graph, compute, families)
 
 
-def _needs(graph: Graph, node: Node, inside: dict[str, tuple[str, int]]) -> list[str]:
-    """The loads that must be in before a node runs: its operands' and, for a node that writes
-    into a concat region, the region's loaded parts (the DMA may not write the banks it writes)."""
-    needed = [s for inp in node.inputs for s in _sources(graph, inp)]
-    region = _region_of(inside, node.name)
-    return needed + (_sources(graph, region) if region is not None else [])
+def _needs(graph: Graph, node: Node, inside: dict[str, tuple[str, int]],
+           families: dict[str, _Family]) -> list[str]:
+    """The loads that must be in before a node (or all of its family) runs: its operands' and,
+    for a node that writes into a concat region, the region's loaded parts (the DMA may not write
+    the banks it writes)."""
+    needed = []
+    for name in _members(families, node.name):
+        needed += [s for inp in graph.nodes[name].inputs for s in _sources(graph, inp)]
+        region = _region_of(inside, name)
+        needed += _sources(graph, region) if region is not None else []
+    return needed
 
 
-def _loads_by_first_use(graph: Graph, compute: list[Node]) -> list[str]:
+def _loads_by_first_use(graph: Graph, compute: list[Node], families: dict[str, _Family]) -> list[str]:
     """Constants and inputs in the order the compute nodes first need them; among those first
     needed by the same node, loads into a concat region first."""
     inside = _concat_parents(graph)
     order = {name: i for i, name in enumerate(graph.nodes)}
     first_use: dict[str, int] = {}
     for i, node in enumerate(compute):
-        for src in _needs(graph, node, inside):
+        for src in _needs(graph, node, inside, families):
             first_use.setdefault(src, i)
     loads = sorted(first_use, key=lambda n: (first_use[n], _region_of(inside, n) is None, order[n]))
     for node in graph.nodes.values():
@@ -425,37 +532,76 @@ _ENGINE_OF_OP = {"matmul": "mmvec", "add": "mmvec", "mul": "mmvec", "relu": "mmv
                  "softmax": "smax"}
 
 
-def _ready_order(graph: Graph, compute: list[Node], loads: list[str]) -> list[Node]:
-    """The compute nodes in dependency order, each time the one whose loads arrive first (the
-    DMA brings `loads` in order), so no node waits for data while another could run; but not,
-    while another is ready, a node that needs the one just placed on the other engine: that one
-    goes first and runs beside it (the softmax of one attention beside the next one's scores)."""
+def _node_cycles(graph: Graph, name: str, rows: int) -> int:
+    """A compute node's execute cycles (the engines' formulas), for `rows` rows of its output (a
+    family's members together); the scheduler's estimate, before placement (no bank clashes)."""
+    node = graph.nodes[name]
+    cols = graph.shape(node.inputs[0])[1]
+    if node.op == "matmul":
+        flags = isa.MM_OUT8 | (0 if node.attrs["transpose_b"] else isa.MM_BROWS)
+        return isa.mm_cycles(rows, cols, node.shape[1], flags)
+    if node.op == "softmax":
+        return rows * (isa.smax_cycles(cols) + 1)
+    if node.op == "argmax":
+        return isa.vec_cycles(cols, isa.VEC_ARGMAX, rows=rows)
+    return isa.vec_cycles(cols, rows=rows)
+
+
+def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family]) -> list[Node]:
+    """The compute nodes in dependency order by list scheduling on a rough clock: each time, the
+    ready node that could start first, given when its loads arrive (the DMA brings `loads` in
+    order, a beat a cycle), when the nodes it reads finish and when its engine is free; among
+    equals, the one with the longest chain of work after it (the critical path), then graph order.
+    A node that reads the softmax just placed so waits for it, and the next attention's scores go
+    first, beside it. The clock only orders the nodes: the emitter keeps the exact one."""
     inside = _concat_parents(graph)
-    position = {name: i for i, name in enumerate(loads)}
-    is_compute = {n.name for n in compute}
+    head = {m: n.name for n in compute for m in _members(families, n.name)}  # computed by which node
 
     def producers(name: str) -> set[str]:
         node = graph.nodes[name]
         if node.op in ("concat", "rows"):
             return {p for i in node.inputs for p in producers(i)}
-        return {name} if name in is_compute else set()
+        return {head[name]} if name in head else set()
 
-    deps = {n.name: {p for i in n.inputs for p in producers(i)} for n in compute}
-    arrival = {n.name: max([position[s] for s in _needs(graph, n, inside)], default=-1) for n in compute}
+    deps = {n.name: {p for m in _members(families, n.name) for i in graph.nodes[m].inputs for p in producers(i)}
+            for n in compute}
+    cfg_latency = isa.EXT_LATENCY + 2
+    arrives, words = {}, 0
+    for name in loads:
+        words += _words_of(graph, name)
+        arrives[name] = -(-words // isa.EXT_WORDS) + cfg_latency
+    ready_at = {n.name: max([arrives[s] for s in _needs(graph, n, inside, families)], default=0) for n in compute}
+    cycles = {n.name: _node_cycles(graph, n.name, sum(graph.shape(m)[0] for m in _members(families, n.name)))
+              for n in compute}
     engine = {n.name: _ENGINE_OF_OP[n.op] for n in compute}
-    done: set[str] = set()
+    users: dict[str, list[str]] = {n.name: [] for n in compute}
+    for n in compute:
+        for d in deps[n.name]:
+            users[d].append(n.name)
+    chain: dict[str, int] = {}
+
+    def after(name: str) -> int:  # the cycles of the longest chain of work from this node on
+        if name not in chain:
+            chain[name] = cycles[name] + max([after(u) for u in users[name]], default=0)
+        return chain[name]
+
+    for n in compute:  # (a family stands where its first row's node is: not always first in graph order)
+        after(n.name)
+    order = {n.name: i for i, n in enumerate(compute)}
+    free = dict.fromkeys(isa.ENGINES, 0)
+    finish: dict[str, int] = {}
+    issue = 0  # the sequencer issues in order
     ordered: list[Node] = []
     waiting = list(compute)
+    def start(n: Node, issue: int) -> int:
+        return max([issue, free[engine[n.name]], ready_at[n.name]] + [finish[d] for d in deps[n.name]])
+
     while waiting:
-        ready = [n for n in waiting if deps[n.name] <= done]
-        last = ordered[-1].name if ordered else None
-
-        def behind(n: Node, last: str | None = last) -> bool:  # it would wait for the node just placed
-            return last in deps[n.name] and engine[n.name] != engine[last]  # on the other engine
-
-        pick = min(ready, key=lambda n: (behind(n), arrival[n.name]))  # min keeps graph order among equals
+        ready = [n for n in waiting if deps[n.name] <= finish.keys()]
+        pick = min(ready, key=lambda n: (start(n, issue), -chain[n.name], order[n.name]))
+        issue = start(pick, issue) + 1
+        free[engine[pick.name]] = finish[pick.name] = issue + cycles[pick.name]
         ordered.append(pick)
-        done.add(pick.name)
         waiting.remove(pick)
     return ordered
 
@@ -468,17 +614,22 @@ def _sources(graph: Graph, name: str) -> list[str]:
     return [name] if node.op in ("const", "input") else []
 
 
-def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> None:
+def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str], families: dict[str, _Family],
+                apart: bool) -> None:
     """Give every tensor scratchpad words (see the module docstring): what the DMA writes apart
     from what compute writes, so that loads overlap compute without sharing a bank port.
 
     Loaded tensors outside concats: from word 0 up, in load order (neighbours in the load order
     are neighbours in memory, so one transfer can bring several). Computed tensors: from the top
-    down. Concat regions: each at the start of a bank group nothing else uses, else after another
-    region, else after the loaded tensors; if that leaves one without room, all of them one after
-    another after the loaded tensors. A concat's inputs live inside the concat's region, a view of
-    rows inside the tensor it views."""
+    down; with `apart` and where there is room, those a softmax reads or writes have the top bank
+    group to themselves and the others end below it, so a softmax runs beside the matmuls and
+    shares no bank port with them. Concat regions: each at the start of a bank group nothing else uses, else
+    after another region, else after the loaded tensors; if that leaves one without room, all of
+    them one after another after the loaded tensors. A family's homes (``_Family``) are one
+    region, its members `stride` words apart. A concat's inputs live inside the concat's region, a
+    view of rows inside the tensor it views."""
     inside = _concat_parents(graph)
+    homes = {h: f for f in families.values() for h in f.homes}
     size = isa.SRAM_WORDS
     group = size // isa.SRAM_GROUPS
     low = 0
@@ -487,12 +638,31 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
             tensors[name].sram = low
             low += tensors[name].words
     computed = [name for name, node in graph.nodes.items()
-                if name not in inside and node.op not in ("input", "const", "concat", "rows")]
-    high = size - sum(tensors[name].words for name in computed)
-    cursor = high
-    for name in computed:  # upwards in graph order, so neighbouring outputs can share a STORE
-        tensors[name].sram = cursor
-        cursor += tensors[name].words
+                if name not in inside and name not in homes and node.op not in ("input", "const", "concat", "rows")]
+    soft = {name for node in graph.nodes.values() if node.op == "softmax"
+            for name in (node.name, *node.inputs) if name in computed}
+    # the regions, a family's homes as one, in graph order
+    regions: list[str | _Family] = []
+    for name, node in graph.nodes.items():
+        if name in homes:
+            if homes[name] not in regions:
+                regions.append(homes[name])
+        elif node.op == "concat" and name not in inside:
+            regions.append(name)
+    sizes = [r.words if isinstance(r, _Family) else tensors[r].words for r in regions]
+    spots = None
+    soft_words = _block_words(graph, tensors, [name for name in computed if name in soft])
+    if apart and soft and soft_words <= group:  # the softmax's tensors alone in the top group, the rest below it
+        rest = [name for name in computed if name not in soft]
+        high = size - group - _block_words(graph, tensors, rest)
+        if high >= low:
+            spots = _place_regions(sizes, low, high, size, group)
+        if spots is not None:
+            _place_up(graph, tensors, rest, high)
+            _place_up(graph, tensors, [name for name in computed if name in soft], size - soft_words)
+    if spots is None:
+        high = size - _block_words(graph, tensors, computed)
+        _place_up(graph, tensors, computed, high)
     if low > high:
         # name the first tensor that does not fit, counting loaded tensors first
         used = low
@@ -504,19 +674,22 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
                                    f"{low + size - high} words)")
         raise CompileError(f"graph {graph.name!r}: its loaded tensors need {low} words, beyond the SRAM "
                            f"of {size} words")
-    regions = [name for name, node in graph.nodes.items() if node.op == "concat" and name not in inside]
-    spots = _place_regions([tensors[name].words for name in regions], low, high, size, group)
+    if spots is None:
+        spots = _place_regions(sizes, low, high, size, group)
     if spots is None:
         # packed one after another after the loaded tensors: whether a graph fits then depends only
         # on its total size, so a graph that fits stays fitting when any tensor shrinks
-        spots = [low + sum(tensors[r].words for r in regions[:i]) for i in range(len(regions))]
-        packed = sum(tensors[r].words for r in regions)
-        if low + packed > high:
+        spots = [low + sum(sizes[:i]) for i in range(len(regions))]
+        if low + sum(sizes) > high:
             raise CompileError(f"graph {graph.name!r}: no room for its {len(regions)} concat regions "
-                               f"({packed} words) in the scratchpad ({size} words, {low} loaded and "
+                               f"({sum(sizes)} words) in the scratchpad ({size} words, {low} loaded and "
                                f"{size - high} computed)")
-    for name, spot in zip(regions, spots, strict=True):
-        tensors[name].sram = spot
+    for region, spot in zip(regions, spots, strict=True):
+        if isinstance(region, _Family):
+            for j, (home, offset) in enumerate(zip(region.homes, region.offsets, strict=True)):
+                tensors[home].sram = spot + region.lead + j * region.stride - offset
+        else:
+            tensors[region].sram = spot
 
     def resolve(name: str) -> int:
         parent, offset = inside[name]
@@ -536,6 +709,33 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str]) -> N
     for name, node in graph.nodes.items():
         if node.op == "rows":
             tensors[name].sram = view(name)
+
+
+def _place_up(graph: Graph, tensors: dict[str, Tensor], names: list[str], cursor: int) -> None:
+    """Tensors one after another from `cursor` up, in graph order (neighbouring outputs can share a
+    STORE); a word is skipped before a tensor whose words would lie in the same lanes as those of
+    the other operand of an element-wise node (placed before it): a VEC reads its two operands'
+    words together, and two in one bank take a cycle each (``isa.vec_clashes``)."""
+    placed: dict[str, int] = {}
+    for name in names:
+        others = [placed[other] for other in _paired(graph, name) if other in placed]
+        # the first of LANES starts whose lanes no partner shares; none (partners in every lane): no skip
+        cursor += next((skip for skip in range(isa.LANES) if all((cursor + skip - o) % isa.LANES for o in others)), 0)
+        tensors[name].sram = placed[name] = cursor
+        cursor += tensors[name].words
+
+
+def _block_words(graph: Graph, tensors: dict[str, Tensor], names: list[str]) -> int:
+    """The words ``_place_up`` takes for `names`, skipped words included."""
+    probe = {name: Tensor(name, t.rows, t.cols, t.kind) for name, t in tensors.items() if name in names}
+    _place_up(graph, probe, names, 0)
+    return max((t.sram + t.words for t in probe.values()), default=0)
+
+
+def _paired(graph: Graph, name: str) -> list[str]:
+    """The other operands of the element-wise nodes (add, mul) that read `name`."""
+    return [other for node in graph.consumers(name) if node.op in ("add", "mul")
+            for other in node.inputs if other != name]
 
 
 def _place_regions(sizes: list[int], low: int, high: int, size: int, group: int) -> list[int] | None:
@@ -619,8 +819,9 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
 
 
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
-          compute: list[Node], loads: list[str]) -> tuple[list[int], list[str]]:
-    """The instruction stream (see the module docstring), then the remaining stores and HALT."""
+          compute: list[Node], loads: list[str], families: dict[str, _Family]) -> tuple[list[int], list[str], int]:
+    """The instruction stream (see the module docstring), then the remaining stores and HALT; and
+    the cycle the emitter's clock (the machine model's timing on the configured memory) says it ends."""
     inside = _concat_parents(graph)
     chunked = {n.inputs[1]: w for n in compute if (w := _chunks(graph, n, tensors))}
     units = [_Unit(name, t0, nt) for name in loads for t0, nt in chunked.get(name, [(0, 0)])]
@@ -628,7 +829,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
     for i, unit in enumerate(units):
         first_unit.setdefault(unit.name, i)
     # per node: the loads that must be in before it starts (of a chunked weight, its first chunk)
-    needs = [_needs(graph, node, inside) for node in compute]
+    needs = [_needs(graph, node, inside, families) for node in compute]
     first_use = {name: len(compute) for name in loads}
     for i, needed in enumerate(needs):
         for src in needed:
@@ -636,7 +837,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
     out = _Emitter()
     issued = 0
     carrier: dict[int, int] = {}  # unit index -> the transfer that brings it
-    stores = _store_groups(graph, tensors, compute)
+    stores = _store_groups(graph, tensors, compute, families)
 
     def issue() -> None:
         """One LOAD of units[issued] and of its memory neighbours first needed by the same node
@@ -704,7 +905,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
-        hold = isa.banks_of(_span(tensors[node.name]))
+        hold = set().union(*(isa.banks_of(_span(tensors[m])) for m in _members(families, node.name)))
         need = [first_unit[s] for s in needs[i]]
         if need:
             arrive(max(need), f"wait for the operands of {node.name}")
@@ -715,6 +916,8 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             base, weight = first_unit[node.inputs[1]], node.inputs[1]
             _emit_chunked_matmul(out, node, tensors, params, window,
                                  lambda c, b=base, w=weight: arrive(b + c, f"wait for chunk {c} of {w}"))
+        elif node.name in families:
+            _emit_family(out, graph, families[node.name], tensors, params)
         else:
             _emit_node(out, graph, node, tensors, params, prefetch)
         store(i)
@@ -722,7 +925,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         issue()
     store(len(compute))
     out.emit(asm.halt(), "halt (waits for the last store)")
-    return out.code, out.notes
+    return out.code, out.notes, max(out.dma.drained_at(out.t, 0), *out.free.values())
 
 
 def _emit_chunked_matmul(out: _Emitter, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],
@@ -739,17 +942,35 @@ def _emit_chunked_matmul(out: _Emitter, node: Node, tensors: dict[str, Tensor], 
                     f"mm {node.name} column tiles {first}..{first + tiles - 1}")
 
 
-def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
+def _emit_family(out: _Emitter, graph: Graph, family: _Family, tensors: dict[str, Tensor],
+                 params: dict[str, dict]) -> None:
+    """A family's matmuls as one MM: A the viewed rows, one after another; output row j at member
+    j, `stride` words after row j - 1."""
+    first = graph.nodes[family.members[0]]
+    a, b = (tensors[i] for i in first.inputs)
+    t = tensors[first.name]
+    p = params[first.name]
+    stride = 0 if family.stride == t.row_words else family.stride
+    out.emit(asm.qcfg(qa=p["qa"], shift=p["qs"]), f"qcfg for {first.name}")
+    out.compute(asm.mm(a.sram, b.sram, t.sram, len(family.members), a.cols, t.cols, out8=True,
+                       relu=first.attrs["relu"], brows=not first.attrs["transpose_b"], stride=stride),
+                f"mm {', '.join(family.members)} (rows {family.stride} words apart)")
+
+
+def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node], families: dict[str, _Family]
                   ) -> list[tuple[int, Tensor, list[str], int]]:
     """The outputs' STOREs: neighbours in both memories share one; each may go once the last
     compute node that writes it or reads any of its banks has run (a STORE reading a bank while
     compute reads it would share a read port). (after which node, first tensor, names, words)"""
     reads: list[set[int]] = []
+    writes: list[list[Tensor]] = []
     for node in compute:
         banks = set()
-        for inp in node.inputs:
-            banks |= isa.banks_of(_span(tensors[inp]))
+        for name in _members(families, node.name):
+            for inp in graph.nodes[name].inputs:
+                banks |= isa.banks_of(_span(tensors[inp]))
         reads.append(banks)
+        writes.append([tensors[m] for m in _members(families, node.name)])
     groups: list[list[str]] = []
     for name in graph.outputs:
         prev = tensors[groups[-1][-1]] if groups else None
@@ -766,9 +987,8 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node]
         # the last compute node that writes any stored word: the output's own producer, the parts
         # of a concat, the other parts of the region a tensor lives in
         end = first.sram + words
-        ready = max([i for i, node in enumerate(compute)
-                     if tensors[node.name].sram < end and first.sram < tensors[node.name].sram
-                     + tensors[node.name].words], default=-1)
+        ready = max([i for i, ts in enumerate(writes)
+                     if any(t.sram < end and first.sram < t.sram + t.words for t in ts)], default=-1)
         last_reader = max([i for i, b in enumerate(reads) if b & banks], default=-1)
         plan.append((max(ready, last_reader), first, names, words))
     plan.sort(key=lambda p: p[0])
@@ -796,9 +1016,7 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
         return
     if node.op == "argmax":
         x = src[0]
-        for r in range(x.rows):
-            prefetch()
-            out.compute(asm.vec(isa.VEC_ARGMAX, x.sram + r * x.row_words, t.sram + r, x.cols), f"argmax {node.name}")
+        out.compute(asm.vec(isa.VEC_ARGMAX, x.sram, t.sram, x.cols, rows=x.rows), f"argmax {node.name}")
         return
     if node.op == "add":
         out.emit(asm.qcfg(qa=p["qa"], qb=p["qb"], shift=p["qs"]), f"qcfg for {node.name}")
@@ -811,11 +1029,5 @@ def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tenso
 
 
 def _rowwise(out: _Emitter, sub: int, a: Tensor, b: Tensor, dst: Tensor, note: str) -> None:
-    """One VEC over the whole tensor when its rows pack without gaps, else one per row."""
-    if a.cols % isa.LANES == 0:
-        n = a.rows * a.cols
-        out.compute(asm.vec(sub, a.sram, dst.sram, n, b=b.sram), note)
-        return
-    for r in range(a.rows):
-        off = r * a.row_words
-        out.compute(asm.vec(sub, a.sram + off, dst.sram + off, a.cols, b=b.sram + off), f"{note} row {r}")
+    """One VEC over the tensor's packed rows."""
+    out.compute(asm.vec(sub, a.sram, dst.sram, a.cols, b=b.sram, rows=a.rows), note)

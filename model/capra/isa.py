@@ -182,7 +182,8 @@ OVERLAP_OPS = (OP_LOAD, OP_STORE, OP_MM, OP_VEC, OP_SMAX)
 OVERLAP_BIT = 1 << 16  # in w0
 
 # MM flags (and its column window: the first column tile in e[23:16], the number of tiles in `sub`,
-# 0 meaning to the last tile)
+# 0 meaning to the last tile; and its output row stride in e[31:24], 0 meaning rows packed one after
+# another)
 MM_OUT8 = 1  # requantize the int32 results to packed int8 (else one int32 per word)
 MM_RELU = 2  # clamp negative results to zero (before requantization)
 MM_BIAS = 4  # add an int32 bias per output column, read from the QCFG bias address
@@ -207,8 +208,8 @@ VEC_ARGMAX = 5
 
 
 class VecOp(NamedTuple):
-    """One VEC sub-operation on rows of n int8 elements `a` and `b` (with the QCFG registers
-    q.qa, q.qb, q.qs)."""
+    """One VEC sub-operation on a row of n int8 elements `a` and `b` (with the QCFG registers
+    q.qa, q.qb, q.qs); a VEC of several rows does it to each (its field d: the rows, packed)."""
 
     name: str
     reads_b: bool  # reads b beside a, word by word (two words in one bank cost a cycle more)
@@ -225,7 +226,7 @@ VEC_OPS: dict[int, VecOp] = {
                    lambda a, b, q: requantize(a * b, q.qa, q.qs)),
     VEC_MAX: VecOp("max", True, False, "`max(a, b)`", lambda a, b, q: np.maximum(a, b)),
     VEC_RELU: VecOp("relu", False, False, "`max(a, 0)`", lambda a, b, q: np.maximum(a, 0)),
-    VEC_ARGMAX: VecOp("argmax", False, True, "one int32 word at `dst`: the index of the first maximum of "
+    VEC_ARGMAX: VecOp("argmax", False, True, "at `dst + row`: the index of the first maximum of the row's "
                       "`a[0:n]`", lambda a, b, q: int(np.argmax(a))),
 }
 VEC_NAMES = {code: op.name for code, op in VEC_OPS.items()}
@@ -289,6 +290,21 @@ class Instr:
             d=(w2 >> 16) & FIELD_MASK16,
             e=w3,
         )
+
+
+class MmFields(NamedTuple):
+    """An MM's word-3 fields."""
+
+    m: int  # columns M (15..0)
+    first: int  # its column window's first tile (23..16)
+    stride: int  # output row stride in words, 0: rows packed (31..24)
+
+
+MM_STRIDE_MAX = 255  # the output row stride's 8 bits
+
+
+def mm_fields(ins: Instr) -> MmFields:
+    return MmFields(ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF, ins.e >> 24)
 
 
 class DmaFields(NamedTuple):
@@ -466,17 +482,19 @@ def banks_of(words) -> set[int]:
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
 
 
-def vec_clashes(n: int, a: int, b: int) -> int:
-    """Words w < ceil(n/4) whose operands a + w and b + w lie in the same bank (read one after the other)."""
-    w = np.arange(words_for(n), dtype=np.int64)
+def vec_clashes(n: int, a: int, b: int, rows: int = 1) -> int:
+    """Words w < rows * ceil(n/4) whose operands a + w and b + w lie in the same bank (read one
+    after the other)."""
+    w = np.arange(rows * words_for(n), dtype=np.int64)
     return int(np.count_nonzero(bank_of(a + w) == bank_of(b + w)))
 
 
-def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0) -> int:
-    """Execute cycles of VEC: a setup cycle, one cycle per word read (two for a word whose two
-    operands share a bank), the operands' read latency and the pipeline to the last write."""
-    clashes = vec_clashes(n, a, b) if VEC_OPS[sub].reads_b else 0
-    return 1 + words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
+def vec_cycles(n: int, sub: int = VEC_COPY, a: int = 0, b: int = 0, rows: int = 1) -> int:
+    """Execute cycles of VEC over `rows` rows of n elements: a setup cycle, one cycle per word
+    read (two for a word whose two operands share a bank), the operands' read latency and the
+    pipeline to the last write."""
+    clashes = vec_clashes(n, a, b, rows) if VEC_OPS[sub].reads_b else 0
+    return 1 + rows * words_for(n) + clashes + SRAM_RD_LAT + VEC_LATENCY
 
 
 SMAX_LATENCY = 18  # the softmax pipeline's fixed cycles beyond its three passes and the division
@@ -595,7 +613,7 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
         return _words(addr, n)
 
     op = ins.op
-    high = 0 if op in (OP_LOAD, OP_STORE) else ins.e >> 24  # a transfer's w3 is all fields
+    high = 0 if op in (OP_LOAD, OP_STORE, OP_MM) else ins.e >> 24  # a transfer's and an MM's w3 is all fields
     if ins.reserved or high:
         fail(f"reserved bits are set (w0 19:17 = {ins.reserved}, w3 31:24 = {high}); "
              f"GA2 halts on it as illegal")
@@ -656,7 +674,7 @@ def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: 
 
 def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     r, a, b, out, k, flags = ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.flags
-    m, first = ins.e & FIELD_MASK16, (ins.e >> 16) & 0xFF
+    m, first, stride = mm_fields(ins)
     if r < 1 or k < 1 or m < 1 or k > MM_MAX_K:
         fail(f"MM needs R, M >= 1 and 1 <= K <= {MM_MAX_K} (got R={r}, K={k}, M={m})")
     brows = bool(flags & MM_BROWS)
@@ -668,16 +686,20 @@ def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     tiles = np.arange(start, end, dtype=np.int64)
     a_read = inside("MM A", a, r * kw)
     inside("MM B", b, k * mw if brows else m * kw)
-    inside("MM out", out, r * mw if flags & MM_OUT8 else r * m)
+    row = mw if flags & MM_OUT8 else m  # words of an output row
+    if stride and stride < row:
+        fail(f"MM output rows overlap: a row stride of {stride} words for rows of {row}")
+    step = stride or row
+    inside("MM out", out, (r - 1) * step + row)
     if brows:  # the window's words of every B row
         b_read = (b + np.arange(k, dtype=np.int64)[:, None] * mw + tiles[None, :]).reshape(-1)
     else:  # the window's B rows
         b_read = (b + cols[:, None] * kw + np.arange(kw, dtype=np.int64)[None, :]).reshape(-1)
     rows = np.arange(r, dtype=np.int64)[:, None]
     if flags & MM_OUT8:  # the window's words of every output row
-        writes = (out + rows * mw + tiles[None, :]).reshape(-1)
+        writes = (out + rows * step + tiles[None, :]).reshape(-1)
     else:  # one int32 word per result
-        writes = (out + rows * m + cols[None, :]).reshape(-1)
+        writes = (out + rows * step + cols[None, :]).reshape(-1)
     reads = [a_read, b_read]
     if flags & MM_BIAS:
         inside("MM bias", qbias, m)
@@ -690,22 +712,29 @@ def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
 
 
 def _vec_effects(ins: Instr, inside, fail) -> Effects:
-    n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
+    n, sa, sb, dst, rows = ins.cnt, ins.a, ins.b, ins.c, vec_rows(ins)
     op = VEC_OPS.get(ins.sub)
     if n < 1 or op is None:
         fail(f"VEC sub-op {ins.sub} with n={n}")
-    nw = words_for(n)
+    nw = rows * words_for(n)  # the rows are packed: row r's words follow row r - 1's
     a_read = inside("VEC a", sa, nw)
     b_read = inside("VEC b", sb, nw) if op.reads_b else _NONE
-    writes = inside("VEC dst", dst, 1 if op.writes_index else nw)
+    writes = inside("VEC dst", dst, rows if op.writes_index else nw)
     if not op.writes_index:
         for src in (sa, sb) if op.reads_b else (sa,):
             if src != dst and abs(src - dst) < nw:
                 fail("VEC destination partly overlaps a source")
+    elif rows > 1 and dst < sa + nw and sa < dst + rows:  # row r's index would overwrite a later row
+        fail("VEC argmax of several rows writes over its source")
     if not op.reads_b or sb == sa:
         reads = a_read
     elif abs(sb - sa) < nw:  # two overlapping runs of words: one run
         reads = _words(min(sa, sb), abs(sb - sa) + nw)
     else:
         reads = np.concatenate((a_read, b_read) if sa < sb else (b_read, a_read))
-    return Effects("vec", reads, writes, _NONE, _NONE, vec_cycles(n, ins.sub, sa, sb))
+    return Effects("vec", reads, writes, _NONE, _NONE, vec_cycles(n, ins.sub, sa, sb, rows))
+
+
+def vec_rows(ins: Instr) -> int:
+    """A VEC's rows of n elements (field d; 0 means one)."""
+    return max(1, ins.d)

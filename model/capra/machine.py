@@ -280,8 +280,8 @@ class Machine:
 
     def _mm(self, pc: int, ins: Instr, eff: Effects) -> None:
         r, a, b, k, flags = ins.cnt, ins.a, ins.b, ins.d, ins.flags
-        m = ins.e & 0xFFFF
-        start, end = isa.mm_window(m, (ins.e >> 16) & 0xFF, ins.sub)
+        m, first, _stride = isa.mm_fields(ins)
+        start, end = isa.mm_window(m, first, ins.sub)
         cols = np.arange(4 * start, min(4 * end, m))
 
         def effect() -> None:
@@ -305,17 +305,17 @@ class Machine:
         self.counters.mm_busy += self._run_compute(pc, ins, eff, effect)
 
     def _vec(self, pc: int, ins: Instr, eff: Effects) -> None:
-        n, sa, sb, dst = ins.cnt, ins.a, ins.b, ins.c
+        n, sa, sb, dst, rows = ins.cnt, ins.a, ins.b, ins.c, isa.vec_rows(ins)
         op = isa.VEC_OPS[ins.sub]
 
         def effect() -> None:
-            x = self._int8_rows(sa, 1, n)[0]
-            y = self._int8_rows(sb, 1, n)[0] if op.reads_b else None
-            z = op.compute(x, y, self)
+            x = self._int8_rows(sa, rows, n)
+            y = self._int8_rows(sb, rows, n) if op.reads_b else [None] * rows
+            z = [op.compute(x[r], y[r], self) for r in range(rows)]
             if op.writes_index:
-                self.sram[dst] = np.uint32(z)
+                self.sram[dst : dst + rows] = np.asarray(z, dtype=np.uint32)
             else:
-                self._store_int8_rows(dst, np.asarray(z)[None, :])
+                self._store_int8_rows(dst, np.asarray(z))
 
         self.counters.vec_busy += self._run_compute(pc, ins, eff, effect)
 
@@ -402,10 +402,13 @@ def _operands(ins: Instr) -> str:
     if ins.op == isa.OP_MM:
         fl = [f for bit, f in ((isa.MM_OUT8, "out8"), (isa.MM_RELU, "relu"), (isa.MM_BIAS, "bias"),
                                (isa.MM_BROWS, "brows")) if ins.flags & bit]
-        window = f" tiles={ins.e >> 16}+{ins.sub or 'all'}" if ins.sub or ins.e >> 16 else ""
-        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={ins.e & 0xFFFF}{window} {'|'.join(fl)}"
+        f = isa.mm_fields(ins)
+        window = f" tiles={f.first}+{ins.sub or 'all'}" if ins.sub or f.first else ""
+        stride = f" stride={f.stride}" if f.stride else ""
+        return f"mm A={ins.a} B={ins.b} out={ins.c} R={ins.cnt} K={ins.d} M={f.m}{window}{stride} {'|'.join(fl)}"
     if ins.op == isa.OP_VEC:
-        return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}"
+        rows = f" rows={ins.d}" if ins.d > 1 else ""
+        return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}{rows}"
     if ins.op == isa.OP_SMAX:
         sink = f" sink={((ins.e & 0xFF) ^ 0x80) - 0x80}" if ins.flags & isa.SM_SINK else ""
         return f"smax src={ins.a} dst={ins.c} n={ins.cnt} smul={(ins.e >> 8) & 0xFFFF}{sink}"

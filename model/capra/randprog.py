@@ -96,15 +96,22 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
         if mw > 1 and rng.random() < 0.5:  # a column window
             first = rng.randrange(mw)
             tiles = rng.choice([0, rng.randint(1, min(15, mw - first))])
-        return asm.mm(src(r * kw), src(k * mw if brows else m * kw), sram(), r, k, m,
-                      out8=rng.random() < 0.6, relu=rng.random() < 0.3, bias=bias, brows=brows,
-                      first_tile=first, tiles=tiles)
+        a, b, out = src(r * kw), src(k * mw if brows else m * kw), sram()
+        out8, relu = rng.random() < 0.6, rng.random() < 0.3
+        row = mw if out8 else m  # words of an output row
+        stride = 0
+        if r > 1 and rng.random() < 0.2:  # the output rows apart, with words between them left alone
+            stride = min(isa.MM_STRIDE_MAX, row + rng.randint(1, row + 2))
+        return asm.mm(a, b, out, r, k, m, out8=out8, relu=relu, bias=bias, brows=brows,
+                      first_tile=first, tiles=tiles, stride=stride)
     if kind == "vec":
         sub = rng.choice(list(isa.VEC_NAMES))
-        n = rng.randint(1, 70)
-        a = src(isa.words_for(n))
+        rows = 1 if rng.random() < 0.7 else rng.randint(2, 9)  # several packed rows, a partial word each
+        n = rng.randint(1, 70) if rows == 1 else rng.randint(1, 24)
+        words = rows * isa.words_for(n)
+        a = src(words)
         dst = a if rng.random() < 0.2 else sram()
-        return asm.vec(sub, a, dst, n, b=src(isa.words_for(n)))
+        return asm.vec(sub, a, dst, n, b=src(words), rows=rows)
     n = rng.randint(1, 70)
     x = src(isa.words_for(n))
     smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])

@@ -15,7 +15,7 @@ by one is read back by the next) and scales the rest of the program of context n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,10 +28,19 @@ class Calibration:
     ranges: dict[str, float] = field(default_factory=lambda: dict.fromkeys(T.GROUPS, 0.0))
 
 
+def last_rows(cached: Sequence, n: int) -> Sequence:
+    """The cached rows a step of context n attends under the window rule: the last n - 1."""
+    return cached[len(cached) - (n - 1):]
+
+
 def calibrate(m: dict, steps: int, windows: Iterable[int | None] = (None,),
-              starts: Iterable[int] = range(T.V)) -> Calibration:
+              starts: Iterable[int] = range(T.V),
+              attended: Callable[[Sequence, int], Sequence] = last_rows) -> Calibration:
     """The float decode of `steps` tokens from every start with every window (module docstring).
-    With window W, step L attends min(L, W) tokens: only contexts 1 .. W occur."""
+    With window W, step L attends min(L, W) tokens: only contexts 1 .. W occur. ``attended(kc, n)``
+    picks the n - 1 cached rows (of the L - 1 in kc) a step of context n reads: the last ones by
+    default; a host that gathers other rows (attention sinks) passes its own rule, so every
+    program is calibrated on the rows it will be given."""
     cal = Calibration()
     graphs: dict[int, object] = {}
     names = T.slot_names(1, 0)
@@ -42,8 +51,8 @@ def calibrate(m: dict, steps: int, windows: Iterable[int | None] = (None,),
                 n = L if W is None else min(L, W)
                 feed = {"x": [list(m["E"][tok])]}
                 if n > 1:
-                    feed[names.kc] = [list(r) for r in kc[L - n :]]
-                    feed[names.vc] = [list(r) for r in vc[L - n :]]
+                    feed[names.kc] = [list(r) for r in attended(kc, n)]
+                    feed[names.vc] = [list(r) for r in attended(vc, n)]
                 cal.feeds.setdefault(n, []).append(feed)
                 if n not in graphs:
                     graphs[n] = T.build_graph(m, n)

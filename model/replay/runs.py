@@ -15,6 +15,8 @@ the run ends, unless the run asked to keep it (a failed replay keeps its image f
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import secrets
@@ -27,6 +29,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from capra import config
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out"
@@ -231,3 +235,46 @@ def source_commit() -> str:
         return "unknown"
     return (head or "unknown") + (" with uncommitted changes" if dirty else "")
 
+
+# what a result depends on: the chip's RTL, the testbenches, the machine model, compiler and hosts
+CHIP_SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "tb/*.cpp", "model/*.py", "model/capra/*.py", "model/host/*.py",
+                "model/serving/*.py", "model/replay/*.py")
+
+
+def sources_hash(patterns: Sequence[str] = CHIP_SOURCES) -> str:
+    """A digest of the files the patterns name (relative names and contents): a result saved under
+    other sources was produced by other code."""
+    h = hashlib.sha256()
+    for pattern in patterns:
+        for path in sorted(ROOT.glob(pattern)):
+            h.update(str(path.relative_to(ROOT)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def simulator_versions() -> dict[str, str]:
+    """The simulators' own version lines ("not found" where one is missing)."""
+    found = {}
+    for tool, flag in (("iverilog", "-V"), ("verilator", "--version")):
+        line = "not found"
+        with suppress(OSError, subprocess.SubprocessError):
+            proc = subprocess.run([tool, flag], capture_output=True, text=True, timeout=30)
+            lines = (proc.stdout or proc.stderr).strip().splitlines()
+            line = lines[0] if lines else line
+        found[tool] = line
+    return found
+
+
+def provenance(cfg: config.Config | None = None) -> dict:
+    """What produced a result, for the file that keeps it: the chip configuration, the hash of the
+    sources, the commit and the simulators."""
+    cfg = cfg or config.active()
+    return {"config": cfg.key(), "chip": cfg.label(), "sources": sources_hash(), "commit": source_commit(),
+            "simulators": simulator_versions()}
+
+
+def footer(prov: dict) -> str:
+    """One line for a figure: the chip, the sources and the commit that made it."""
+    commit = prov["commit"][:12] + (" (uncommitted changes)" if "uncommitted" in prov["commit"] else "")
+    return f"{prov['chip']} · sources {prov['sources']} · commit {commit}"

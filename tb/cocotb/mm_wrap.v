@@ -16,6 +16,7 @@ module mm_wrap (
     input  wire [11:0] a_base,
     input  wire [11:0] b_base,
     input  wire [11:0] out_base,
+    input  wire [7:0]  out_stride,
     input  wire [15:0] qa,
     input  wire [5:0]  qs,
     input  wire [11:0] qbias,
@@ -41,7 +42,7 @@ module mm_wrap (
     ga2_mm u_mm (
         .clk(clk), .rst(rst), .start(start), .flags(flags), .r_total(r_total), .k_len(k_len),
         .m_total(m_total), .win_first(win_first), .win_tiles(win_tiles), .a_base(a_base), .b_base(b_base),
-        .out_base(out_base), .qa(qa), .qs(qs), .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr),
+        .out_base(out_base), .out_stride(out_stride), .qa(qa), .qs(qs), .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr),
         .rd_data(rd_data), .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
         .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_busy(rq_busy), .rq_y(rq_y)
     );

@@ -9,6 +9,7 @@ module vec_wrap (
     input  wire        start,
     input  wire [3:0]  sub,
     input  wire [15:0] n,
+    input  wire [15:0] rows,
     input  wire [11:0] src_a,
     input  wire [11:0] src_b,
     input  wire [11:0] dst,
@@ -37,7 +38,7 @@ module vec_wrap (
     wire [31:0]  rb_data, wdata;
 
     ga2_vec u_vec (
-        .clk(clk), .rst(rst), .start(start), .sub(sub), .n(n), .src_a(src_a), .src_b(src_b), .dst(dst),
+        .clk(clk), .rst(rst), .start(start), .sub(sub), .n(n), .rows(rows), .src_a(src_a), .src_b(src_b), .dst(dst),
         .qa(qa), .qb(qb), .qs(qs), .ra_en(ra_en), .ra_addr(ra_addr), .ra_data(line[31:0]),
         .rb_en(rb_en), .rb_addr(rb_addr), .rb_data(rb_data),
         .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),

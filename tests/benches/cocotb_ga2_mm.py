@@ -51,16 +51,19 @@ def random_window(r, m: int) -> tuple[int, int]:
     return first, r.choice((0, r.randint(1, min(15, tiles - first))))
 
 
-def window_words(words: list[int], rows: int, m: int, flags: int, first: int, tiles: int):
-    """(offset, word) of the output words a column window writes, from the full result's words."""
+def window_words(words: list[int], rows: int, m: int, flags: int, first: int, tiles: int, stride: int = 0):
+    """(offset, word) of the output words a column window writes, from the full result's words
+    (packed rows); output row i starts stride words after row i - 1 (0: right after it)."""
     _, end = isa.mm_window(m, first, tiles)
+    row_words = words_for(m) if flags & isa.MM_OUT8 else m
+    step = stride or row_words
     for row in range(rows):
         if flags & isa.MM_OUT8:
             for t in range(first, end):
-                yield row * words_for(m) + t, words[row * words_for(m) + t]
+                yield row * step + t, words[row * row_words + t]
         else:
             for col in range(4 * first, min(4 * end, m)):
-                yield row * m + col, words[row * m + col]
+                yield row * step + col, words[row * row_words + col]
 
 
 def random_shape(r, index: int) -> tuple[int, int, int]:
@@ -134,7 +137,7 @@ async def write_int8_rows(sram: Scratchpad, r, base: int, rows: int, n: int) -> 
 @cocotb.test()
 async def test_ga2_mm_random_matmuls(dut):
     inputs = ("start", "flags", "r_total", "k_len", "m_total", "win_first", "win_tiles", "a_base", "b_base",
-              "out_base", "qa", "qs", "qbias")
+              "out_base", "out_stride", "qa", "qs", "qbias")
     cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     reads = Reads(dut)
     macs = 0
@@ -146,7 +149,10 @@ async def test_ga2_mm_random_matmuls(dut):
         a_base = place.take(rows * words_for(k))
         b_base = place.take(k * words_for(m) if brows else m * words_for(k))
         bias_base = place.take(m)
-        out_words = rows * words_for(m) if flags & isa.MM_OUT8 else rows * m
+        row_words = words_for(m) if flags & isa.MM_OUT8 else m
+        # a fifth of the matmuls write their rows apart (the words between them must stay as they were)
+        stride = r.randint(row_words + 1, min(255, 3 * row_words + 2)) if row_words < 255 and r.random() < 0.2 else 0
+        out_words = (rows - 1) * (stride or row_words) + row_words
         out_base = place.take(out_words)
         a = await write_int8_rows(sram, r, a_base, rows, k)
         if brows:
@@ -161,13 +167,15 @@ async def test_ga2_mm_random_matmuls(dut):
         qs = r.choice((0, isa.MAX_SHIFT, r.randint(6, 22), r.randint(6, 22)))
         first, tiles = random_window(r, m)
         what = (f"mm R={rows} K={k} M={m} window={first}+{tiles} flags={flags:04b} A={a_base} B={b_base} "
-                f"out={out_base} bias={bias_base} qa={qa} qs={qs}")
+                f"out={out_base} stride={stride} bias={bias_base} qa={qa} qs={qs}")
         reads.words.clear()
         await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags, first, tiles), what,
                        dict(flags=flags, r_total=rows, k_len=k, m_total=m, win_first=first, win_tiles=tiles,
-                            a_base=a_base, b_base=b_base, out_base=out_base, qa=qa, qs=qs, qbias=bias_base))
+                            a_base=a_base, b_base=b_base, out_base=out_base, out_stride=stride, qa=qa, qs=qs,
+                            qbias=bias_base))
         # only the window's output words change: the whole output area is checked
-        for i, word in window_words(expected_words(a, b_km, bias, flags, qa, qs), rows, m, flags, first, tiles):
+        words = expected_words(a, b_km, bias, flags, qa, qs)
+        for i, word in window_words(words, rows, m, flags, first, tiles, stride):
             sram.mirror[out_base + i] = word
         await sram.check(out_base - 1, out_words + 2, what)
         stray = reads.words - words_read(a_base, b_base, bias_base, rows, k, m, flags, first, tiles)

@@ -1,6 +1,7 @@
 """ga2_vec with the scratchpad (tb/cocotb/vec_wrap.v): random element-wise operations against the
 numerics of the model (capra.isa.VEC_OPS, the one definition of each sub-op) and the cycle count
-isa.vec_cycles(n, sub, a, b).
+isa.vec_cycles(n, sub, a, b, rows). A quarter of them run over several packed rows (ARGMAX: one
+index word per row).
 
 Each operation starts in the cycle after the previous one's done, as the sequencer would issue it.
 Operand rows carry garbage in the lanes past n (the unit must ignore them); results must have zero
@@ -36,7 +37,7 @@ class Quant:
 
 
 def expected(sub: int, x: np.ndarray, y: np.ndarray, qa: int, qb: int, qs: int) -> list[int]:
-    """The words VEC writes: the machine model's definition of the sub-op (capra.isa.VEC_OPS)."""
+    """The words VEC writes for one row: the machine model's definition of the sub-op (capra.isa.VEC_OPS)."""
     op = isa.VEC_OPS[sub]
     z = op.compute(x, y, Quant(qa, qb, qs))
     return [int(z)] if op.writes_index else pack_int8(z)
@@ -55,14 +56,16 @@ def overlaps(a: int, n: int, b: int, m: int) -> bool:
 
 @cocotb.test()
 async def test_ga2_vec_random_operations(dut):
-    inputs = ("start", "sub", "n", "src_a", "src_b", "dst", "qa", "qb", "qs")
+    inputs = ("start", "sub", "n", "rows", "src_a", "src_b", "dst", "qa", "qb", "qs")
     cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     counts = dict.fromkeys(isa.VEC_NAMES.values(), 0)
     for op in range(OPERATIONS):
         sub = op % len(isa.VEC_NAMES) if op < 12 else r.choice(list(isa.VEC_NAMES))
         n = r.choice((1, 3, 4, 5, MAX_N, r.randint(1, MAX_N), r.randint(1, MAX_N)))
-        nw = words_for(n)
-        out_words = 1 if isa.VEC_OPS[sub].writes_index else nw
+        rows = 1 if r.random() < 0.75 else r.randint(2, 6)
+        rw = words_for(n)  # words of a row
+        nw = rows * rw
+        out_words = rows if isa.VEC_OPS[sub].writes_index else nw
         sa = r.randrange(1, WINDOW - nw - 1)
         sb = sa if r.random() < 0.1 else r.randrange(1, WINDOW - nw - 1)
         sources = [(sa, nw)] + ([(sb, nw)] if sub in TWO_OPERANDS else [])
@@ -75,15 +78,19 @@ async def test_ga2_vec_random_operations(dut):
         await sram.write(sa, pack_int8(random_int8(r, 4 * nw)))
         if sb != sa:
             await sram.write(sb, pack_int8(random_int8(r, 4 * nw)))
-        x = np.array(unpack_int8([sram.mirror[sa + i] for i in range(nw)], n), dtype=np.int64)
-        y = np.array(unpack_int8([sram.mirror[sb + i] for i in range(nw)], n), dtype=np.int64)
         qa, qb, qs = random_quant(r)
+        # each row's result from its own words, one row after another in both operands and the output
+        words: list[int] = []
+        for row in range(rows):
+            x = np.array(unpack_int8([sram.mirror[sa + row * rw + i] for i in range(rw)], n), dtype=np.int64)
+            y = np.array(unpack_int8([sram.mirror[sb + row * rw + i] for i in range(rw)], n), dtype=np.int64)
+            words += expected(sub, x, y, qa, qb, qs)
         name = isa.VEC_NAMES[sub]
-        what = f"vec.{name} n={n} a={sa} b={sb} dst={dst} qa={qa} qb={qb} qs={qs}"
-        await run_unit(dut, cycles, isa.vec_cycles(n, sub, sa, sb), what,
-                       dict(sub=sub, n=n, src_a=sa, src_b=sb, dst=dst, qa=qa, qb=qb, qs=qs))
-        for i, word in enumerate(expected(sub, x, y, qa, qb, qs)):
+        what = f"vec.{name} n={n} rows={rows} a={sa} b={sb} dst={dst} qa={qa} qb={qb} qs={qs}"
+        await run_unit(dut, cycles, isa.vec_cycles(n, sub, sa, sb, rows), what,
+                       dict(sub=sub, n=n, rows=rows, src_a=sa, src_b=sb, dst=dst, qa=qa, qb=qb, qs=qs))
+        for i, word in enumerate(words):
             sram.mirror[dst + i] = word
-        await sram.check(dst - 1, out_words + 2, f"{what} (x={x.tolist()}, y={y.tolist()})")
+        await sram.check(dst - 1, out_words + 2, what)
         counts[name] += 1
     dut._log.info("ga2_vec: %d random operations %s", OPERATIONS, counts)

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "example-b": ("example_b", "Chapter 15, example B: what paging, sharing and windows buy"),
     "figures": ("figures", "Chapter 15's figures 15.1-15.7 as PNG files in out/"),
     "selfcheck": ("selfcheck", "Chapter 15's self-check questions, answered by the code"),
+    "sinks": ("sinks", "Chapter 15, exercise 3's worked answer: attention sinks on the paged host, checked"),
     "mut": ("mut", "mutation runs: break copies of the code and see the checks notice"),
     "report": ("report", "cycles of every decode step against the roofline bound"),
     "serve": ("serve", "many requests on one chip: continuous batching, checked on the RTL"),

@@ -86,12 +86,8 @@ SYNTH_TIMEOUT = 1800.0  # seconds per Yosys or nextpnr step: ga2 takes minutes, 
 
 
 def sources_hash() -> str:
-    h = hashlib.sha256()
-    for pattern in SOURCES:
-        for path in sorted(ROOT.glob(pattern)):
-            h.update(str(path.relative_to(ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    """A digest of what a sweep point's figures depend on: a cached point of other sources is measured again."""
+    return runs.sources_hash(SOURCES)
 
 
 def bram_count(cfg: config.Config) -> int:
@@ -300,9 +296,12 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
     ax.set_ylabel("decode cycles per extra token of context")
     ax.set_title("GA2 design space (make dse)")
     ax.legend()
-    if caption:
-        fig.text(0.01, 0.01, caption, fontsize=7, color="0.3")
-        fig.subplots_adjust(bottom=0.16)
+    # the sweep's points are each measured on the chip they name: the footer says which sources and commit
+    prov = runs.provenance()
+    lines = [caption] if caption else []
+    lines.append(runs.footer({**prov, "chip": "each point on its own configuration"}))
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="0.3")
+    fig.subplots_adjust(bottom=0.12 + 0.04 * len(lines))
     with runs.atomic_path(FIGURE) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)

@@ -44,7 +44,11 @@ COLOURS = {"None": "#444444", "8": "#1f77b4", "4": "#d62728"}
 RELEASED, HELD, FREE, WINDOW = "#dddddd", "#9ecae1", "#ffffff", "#fdae6b"
 
 
-def save(fig, name: str) -> Path:
+def save(fig, name: str, footer: str | None = None) -> Path:
+    """The figure as out/<name>, with a footer line below everything else on it: the chip, the
+    sources and the commit that made its numbers (`footer`; by default those of this checkout)."""
+    low = min([t.get_position()[1] for t in fig.texts] + [0.0])
+    fig.text(0.01, low - 0.03, footer or runs.footer(runs.provenance()), fontsize=6, color="0.4", va="top")
     path = runs.OUT / name
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png")
@@ -154,7 +158,7 @@ def staircase_period(series: list[int]) -> int | None:
     return gaps.pop() if len(jumps) >= 3 and len(gaps) == 1 else None
 
 
-def figure_cycles(cycles: dict[str, list[int]], source: str) -> Path:
+def figure_cycles(cycles: dict[str, list[int]], source: str, footer: str | None = None) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for W, series in cycles.items():
         label = "no window" if W == "None" else f"window {W}"
@@ -182,7 +186,7 @@ def figure_cycles(cycles: dict[str, list[int]], source: str) -> Path:
         ax.set_xlabel("decode step L (context = min(L, W) tokens)")
         ax.grid(alpha=0.3)
     fig.suptitle(f"Figure 15.2: cycles per decode step; {source}", fontsize=10)
-    return save(fig, "fig15_2_cycles_per_step.png")
+    return save(fig, "fig15_2_cycles_per_step.png", footer)
 
 
 # ---- 15.3 ----------------------------------------------------------------------------------------
@@ -338,13 +342,31 @@ def arguments(ap: Parser) -> None:
     """No options: the chapter's figures are fixed."""
 
 
+def run_footer(path: Path) -> str:
+    """The footer of Figure 15.2 drawn from a recorded run: that run's chip, sources and commit,
+    with a note when they are not those of today's checkout and configuration (the figure shows
+    what that run measured, labelled as such, not numbers of this code)."""
+    prov = runs.read_json(path, "written by tools/ch15_run.py").get("provenance")
+    if not isinstance(prov, dict) or not {"chip", "sources", "commit", "config"} <= prov.keys():
+        return f"recorded by a run that did not keep its chip or sources ({path.name}); rerun make sim"
+    now = runs.provenance()
+    other = [what for what, key in (("chip", "config"), ("sources", "sources")) if prov[key] != now[key]]
+    line = runs.footer(prov)
+    if other:
+        note = f"{path.name} was made with another {' and '.join(other)} than the active ones"
+        print(f"Figure 15.2: {note} ({runs.footer(prov)}; active: {runs.footer(now)}); it is labelled with its own")
+        line += f" ({note})"
+    return line
+
+
 def main(args) -> int:
     # both inputs are checked before any figure is written, and a run file before any work
     recorded = run_cycles(sim.RUN_JSON) if sim.RUN_JSON.exists() else None
+    recorded_footer = run_footer(sim.RUN_JSON) if recorded is not None else None
     b = example_b()
     cycles, source = (recorded, RTL_SOURCE) if recorded is not None else machine_cycles()
-    made = [figure_block_table(), figure_cycles(cycles, source), figure_window(), figure_memory(b), figure_sharing(b),
-            figure_accuracy(b), figure_serving(b)]
+    made = [figure_block_table(), figure_cycles(cycles, source, recorded_footer), figure_window(), figure_memory(b),
+            figure_sharing(b), figure_accuracy(b), figure_serving(b)]
     for path in made:
         print("wrote", path.relative_to(runs.ROOT))
     return 0

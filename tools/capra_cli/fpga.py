@@ -136,15 +136,62 @@ def run_tool(argv: list[str], log: Path, timeout: float, what: str) -> None:
 
 def rtl_hash() -> str:
     """A hash of every RTL source Yosys may read (rtl/*.v and the included rtl/*.vh)."""
-    h = hashlib.sha256()
-    for pattern in RTL_SOURCES:
-        for path in sorted(ROOT.glob(pattern)):
-            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return runs.sources_hash(RTL_SOURCES)
 
 
 def digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The clock a board would run this chip at: the lowest post-route Fmax over the placement seeds
+    ``make fpga`` has kept for a configuration and today's RTL sources."""
+
+    mhz: float
+    seeds: int
+    part: str
+
+    def line(self) -> str:
+        return (f"{self.mhz:.1f} MHz, the lowest of {self.seeds} placement seed{'s' * (self.seeds != 1)} on the "
+                f"{self.part} (make fpga, these RTL sources)")
+
+
+def measured_fmax(cfg: config.Config) -> Measured | None:
+    """What ``make fpga`` measured for `cfg` on the RTL as it is now, or None: no run kept, or only
+    runs of other sources (an Fmax of an older RTL says nothing about this one). Over every kept
+    seed of the part most seeds were placed on, the lowest Fmax; a seed whose files cannot be read
+    does not count."""
+    rtl = rtl_hash()
+    by_part: dict[str, list[float]] = {}
+    for synthesized in sorted(OUT.glob(f"{rtl_label(cfg)}-*/synth/result.json")):
+        try:
+            result = json.loads(synthesized.read_text())
+        except (OSError, ValueError):
+            continue
+        if result.get("rtl") != rtl or result.get("config") != cfg.key():
+            continue
+        for seed in sorted(synthesized.parent.parent.glob("*-seed*")):
+            try:
+                part = json.loads((seed / "result.json").read_text())["device"]
+                mhz = ecp5.fmax(ecp5.load_report((seed / "report.json").read_text()), CLOCK)
+            except (OSError, ValueError, KeyError):
+                continue
+            by_part.setdefault(part, []).append(mhz)
+    if not by_part:
+        return None
+    part, fmaxes = max(by_part.items(), key=lambda item: (len(item[1]), item[0]))
+    return Measured(min(fmaxes), len(fmaxes), part)
+
+
+def tokens_line(steps: list[tuple[str, int, int]], cfg: config.Config) -> str:
+    """Steps given as (name, tokens, cycles) in tokens a second at the measured Fmax, or a note
+    that none is measured for these sources (``make fpga`` measures it; cycles are exact either way)."""
+    measured = measured_fmax(cfg)
+    if measured is None:
+        return "tokens per second: no Fmax measured for these RTL sources and this configuration (make fpga)"
+    rates = ", ".join(f"{name} {tokens * measured.mhz * 1e6 / cycles:,.0f} tokens/s" for name, tokens, cycles in steps)
+    return f"at {measured.line()}: {rates}"
 
 
 def rtl_label(cfg: config.Config) -> str:

@@ -57,7 +57,7 @@ def vec_table() -> str:
     rows = ["| sub | name | operands | writes | result |", "|---|---|---|---|---|"]
     for code, op in isa.VEC_OPS.items():
         rows.append(f"| {code} | {op.name.upper()} | {'a, b' if op.reads_b else 'a'} | "
-                    f"{'one int32 word' if op.writes_index else 'n int8'} | {op.meaning} |")
+                    f"{'one int32 word a row' if op.writes_index else 'n int8 a row'} | {op.meaning} |")
     return "\n".join([VEC_BEGIN, *rows, VEC_END])
 
 
@@ -72,8 +72,10 @@ EFFECTS_EXAMPLES = [
     asm.mm(0, 64, 128, 1, 16, 16, out8=True, brows=True),
     asm.mm(0, 64, 128, 2, 8, 16, out8=True, brows=True, first_tile=1, tiles=2),
     asm.mm(0, 64, 300, 1, 4, 4, bias=True),
+    asm.mm(0, 64, 128, 3, 16, 8, out8=True, brows=True, stride=32),
     asm.vec(isa.VEC_ADD, 0, 1024, 32, b=8),
     asm.vec(isa.VEC_ARGMAX, 40, 50, 13),
+    asm.vec(isa.VEC_ARGMAX, 40, 60, 13, rows=3),
     asm.smax(40, 40, 13, sink=-3),
     asm.wait(1),
 ]

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import paged_lm
 import tiny_lm as T
-from capra import isa
+from capra import config, isa
 from capra.analysis import roofline
 from capra.machine import Counters
 
+from . import fpga
 from .common import Parser, at_least, check_context, finish, note
 
 GOAL_EFFICIENCY = 0.80  # every step's bound / cycles
@@ -74,6 +75,7 @@ def main(args) -> int:
             prev = c.cycles
         totals[W] = sum(r["counters"][0] for r in records)
         if W is None:
+            solo = [r["counters"][0] for r in records]
             first, last = records[0]["counters"][0], records[-1]["counters"][0]
             per_token = (last - first) / (len(records) - 1)
     print()
@@ -87,6 +89,8 @@ def main(args) -> int:
     moved = f"{words} words" if ideal == words else f"{words} words in {ideal} beats"
     print(f"one more token of context: {per_token:.2f} cycles on average (ideal {ideal}: one K row and one V "
           f"row of {T.D} int8 = {moved}), {ratio:.2f}x the ideal")
+    print(fpga.tokens_line([(f"step {len(solo)}", 1, solo[-1]), (f"{len(solo)} steps", len(solo), sum(solo))],
+                           config.active()))
     failed = []
     if low < GOAL_EFFICIENCY:
         failed.append(f"a step at {low:.3f} of its bound (goal >= {GOAL_EFFICIENCY:.2f})")

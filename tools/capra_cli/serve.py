@@ -39,6 +39,7 @@ from capra import CompileError, config
 from capra.analysis import roofline
 from replay import image, runs
 
+from . import fpga
 from .common import Parser, finish, int_range, memory, memory_arguments, require_decode
 
 B_MAXES = (1, 2, 4, 8)
@@ -125,17 +126,20 @@ def full_batches(runner, context: int = 8) -> None:
     print(f"\n== one batched step, every request at context {context}: cycles against the roofline bound")
     print(f"{'B':>3} {'cycles':>7} {'words':>6} {'MACs':>6} {'bound':>6} {'eff':>5} {'tok/kcyc':>8} {'cyc/token':>9}")
     rng = np.random.default_rng(0)
+    steps = []
     for b in B_MAXES:
         caches = [(rng.standard_normal((context - 1, T.D)), rng.standard_normal((context - 1, T.D)))
                   for _ in range(b)]
         step = runner.run(list(range(b)), caches, check=True)
         rf = roofline(step.code)
         cycles = step.counters[0]
+        steps.append((f"B={b}", b, cycles))
         print(f"{b:3d} {cycles:7d} {rf.dma_words:6d} {rf.macs:6d} {rf.bound:6.0f} {rf.efficiency(cycles):5.2f} "
               f"{1000 * b / cycles:8.3f} {cycles / b:9.1f}")
+    print(f"  {fpga.tokens_line(steps, config.active())}")
 
 
-def figure(results: dict, pages_over_time: dict, path: Path, replayed: list) -> None:
+def figure(results: dict, pages_over_time: dict, path: Path, replayed: list, footer: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,7 +164,8 @@ def figure(results: dict, pages_over_time: dict, path: Path, replayed: list) -> 
     right.set_title(f"Pages in use, window {WINDOWS[-1]}")
     right.grid(alpha=0.3)
     right.legend()
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.text(0.01, 0.01, footer, fontsize=7, color="0.4")
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
@@ -244,14 +249,16 @@ def _main(args) -> int:
     found, replayed = replay_runs(logs, chosen) if chosen else ([], 0)
     problems += found
 
+    prov = runs.provenance(cfg)
     data = {"requests": args.requests, "seed": args.seed, "pages": args.pages, "page": PAGE, "config": cfg.key(),
+            "provenance": prov,
             "runs": [{"b_max": b, "window": W, **results[(b, W)]} for W in WINDOWS for b in B_MAXES
                      if (b, W) in results],
             "replayed_steps": replayed, "verdict": "PASS" if not problems else "FAIL"}
     runs.write_json(OUT / "serve_run.json", data)  # always: a failed run must not leave an old PASS
     if len(results) == len(WINDOWS) * len(B_MAXES):
         figure(results, {b: ([s.clock for s in logs[(b, 8)]], [s.pages for s in logs[(b, 8)]]) for b in B_MAXES},
-               OUT / "serve_run.png", replayed=chosen)
+               OUT / "serve_run.png", replayed=chosen, footer=runs.footer(prov))
         print("  wrote out/serve_run.json and out/serve_run.png")
     else:
         print("  wrote out/serve_run.json (no figure: a run stopped)")

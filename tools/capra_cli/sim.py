@@ -169,6 +169,7 @@ def _main() -> int:
         return finish(problems, checks=1, itemize=True)
     runs.write_json(RUN_JSON, {"verdict": RUN_VERDICT, "steps": N_STEPS, "page": PAGE, "config": cfg.key(),
                                "source": "RTL (Icarus == Verilator == machine model)",
+                               "provenance": runs.provenance(cfg),
                                "cycles": {str(W): cycles[W] for W in WINDOWS},
                                "pages": {str(W): [r["pages"] for r in decodes[W]] for W in WINDOWS}})
     flat = ", ".join(f"W={W} flat at {cycles[W][W - 1]} cycles from step {W}" for W in WINDOWS if W)

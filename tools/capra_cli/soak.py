@@ -66,12 +66,7 @@ def latencies() -> tuple[int, ...]:
 def sources_hash() -> str:
     """A digest of everything a soak's verdict depends on: the RTL, the testbench, the machine model
     and the image format. A state saved under other sources checked other code: it does not count."""
-    h = hashlib.sha256()
-    for pattern in SOURCES:
-        for path in sorted(runs.ROOT.glob(pattern)):
-            h.update(str(path.relative_to(runs.ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return runs.sources_hash(SOURCES)
 
 
 def defines() -> tuple[str, ...]:

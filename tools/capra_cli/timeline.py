@@ -140,7 +140,7 @@ def summary(name: str, counters: list[int], sl: Sequence[tuple[str, int, int, st
     return lines
 
 
-def figure(steps: list[tuple[str, int, list]], path: Path) -> None:
+def figure(steps: list[tuple[str, int, list]], path: Path, footer: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,7 +160,8 @@ def figure(steps: list[tuple[str, int, list]], path: Path) -> None:
         ax.set_title(f"{name}: {total} cycles (machine model; the RTL's events are the same)", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     np.atleast_1d(axes)[-1].set_xlabel("cycle")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.text(0.01, 0.005, footer, fontsize=7, color="0.4")
     with runs.atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
     plt.close(fig)
@@ -178,7 +179,7 @@ def main(args) -> int:
     checks = 0
     figures = []
     OUT.mkdir(parents=True, exist_ok=True)
-    commit = runs.source_commit()
+    prov = runs.provenance(cfg)
     records = []
     for b in (1, args.batch):
         caches = [(rng.standard_normal((args.context - 1, T.D)), rng.standard_normal((args.context - 1, T.D)))
@@ -199,12 +200,12 @@ def main(args) -> int:
             problems.append(f"{name}: the timeline's lanes add up to {lanes} cycles, the counters say {want}")
         checks += 1
         meta = {"step": name, "batch": b, "context": args.context, "cycles": step.counters[0],
-                "counters": step.counters, "config": cfg.key(), "commit": commit,
+                "counters": step.counters, "provenance": prov,
                 "time unit": "one microsecond of the trace is one cycle"}
         runs.write_json(OUT / f"{name}.json", chrome_trace(f"{name} step, B={b}, context {args.context}", sl, meta))
         figures.append((f"{name} step, B={b}, context {args.context}", step.counters[0], sl))
         records.append((name, image.record(step.code, step.ext), machine.events))
-    figure(figures, OUT / "timeline.png")
+    figure(figures, OUT / "timeline.png", runs.footer(prov))
     print(f"wrote {', '.join(f'out/timeline/{n}.json' for n, _r, _e in records)} and out/timeline/timeline.png")
     if not args.no_rtl:
         print("\n== the RTL's timeline (testbench run with +TIMELINE), against the model's")
