@@ -208,12 +208,19 @@ module ga2_vec #(
             cand = ok ? {word[lane*8 +: 8], first_el + {14'd0, lane}} : {8'h80, 16'hffff};
         end
     endfunction
+    // (the tree takes two stages, pairs then the word: the index is written LAT cycles after the
+    // word's data, long after its running maximum is final)
+    reg [23:0] pair_best [0:1];
     reg [23:0] word_best, best;
-    reg        word_on;
+    reg        pair_on, word_on;
     always @(posedge clk) begin
-        if (busy) word_best <= first_max(first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first)),
-                                         first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first)));
-        if (busy || rst) word_on <= !rst && t2_on;
+        if (busy) begin
+            pair_best[0] <= first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first));
+            pair_best[1] <= first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first));
+            word_best <= first_max(pair_best[0], pair_best[1]);
+        end
+        if (busy || rst) pair_on <= !rst && t2_on;
+        if (busy || rst) word_on <= !rst && pair_on;
         if (rst || start) best <= {8'h80, 16'd0};
         else if (word_on) best <= first_max(best, word_best);
     end
