@@ -3,10 +3,12 @@
 `include "ga2_cfg.vh"
 // ga2: the top. Instruction fetch and decode, issue to the units, the DMA engine, the counters, halt.
 // Instruction memory: four banks (word 0..3 of every instruction), each IMEM_INSTRS x 32 with a
-// synchronous read, so one whole instruction is read per cycle. The sequencer presents the address
-// of the instruction it will decode next cycle: the one it decodes now, or the next one when this
-// one goes ahead. Two compute engines run side by side, one instruction each: the matmul engine
-// with the vector unit (they share the requant bank) and the softmax unit. Per instruction:
+// synchronous read, so one whole instruction is read per cycle. It is read two instructions ahead
+// (the memory's output, then a fetch register) and the sequencer issues from an instruction
+// register whose field checks were worked out on the way in, so an instruction goes ahead in the
+// cycle it reaches the register and decoding costs no cycle (see "fetch and decode" below). Two
+// compute engines run side by side, one instruction each: the matmul engine with the vector unit
+// (they share the requant bank) and the softmax unit. Per instruction:
 //   LOAD/STORE  hand the transfer to the DMA engine and go on (stall first while QUEUE are in flight)
 //   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is and both
 //               engines are idle
