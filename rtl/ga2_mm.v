@@ -247,7 +247,7 @@ module ga2_mm #(
     wire        more_tiles  = r_left > N[15:0];
 
     wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && (a_word == kw - 9'd1);
-    wire        in_b        = (phase == P_BREAD) && (cnt < b_reads);
+    reg         in_b;                 // a pass's B read: phase == P_BREAD && cnt < b_reads, kept by the sequencer
     wire        in_bias     = (phase == P_BREAD) && !in_b;
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads_m1);
     wire        last_b      = in_b && (cnt == b_reads_m1);
@@ -353,6 +353,7 @@ module ga2_mm #(
             d_line <= {AW{1'b0}};
             d_addr <= {AW{1'b0}};
             tile_start <= 1'b0;
+            in_b <= 1'b0;
             pass_words <= 4'd0;
             pass_cols <= {PC{1'b0}};
         end else begin
@@ -409,13 +410,18 @@ module ga2_mm #(
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
                     phase <= P_BREAD;
+                    in_b <= 1'b1;
                 end
                 P_BPAD: begin
                     cnt <= cnt - 11'd1;
-                    if (cnt == 11'd1) phase <= P_BREAD;  // cnt reaches 0, the first read index
+                    if (cnt == 11'd1) begin  // cnt reaches 0, the first read index
+                        phase <= P_BREAD;
+                        in_b <= 1'b1;
+                    end
                 end
                 P_BREAD: begin
                     cnt <= cnt + 11'd1;
+                    if (last_b) in_b <= 1'b0;
                     if (brows && in_b) b_ptr <= b_ptr + tiles;
                     if (!brows && in_b) begin  // the dot form's next read: the next row, or the next round
                         if (dot_r == PER[PB-1:0] - 1'b1) begin
@@ -436,6 +442,7 @@ module ga2_mm #(
                             d_addr <= b_ptr + nkw;
                             cnt <= (t_pass_pad != {WB{1'b0}}) ? {{(11-WB){1'b0}}, t_pass_pad} : 11'd0;
                             phase <= (t_pass_pad != {WB{1'b0}}) ? P_BPAD : P_BREAD;
+                            in_b <= (t_pass_pad == {WB{1'b0}});
                         end else if (more_tiles) begin
                             r_left <= left_after;
                             t_rt <= n_rt;

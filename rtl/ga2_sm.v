@@ -67,6 +67,7 @@ module ga2_sm #(
     reg  [AW-1:0] w2;                   // the slot's word index, as an address offset
     reg         l1, l2;                 // the pass's last word
     reg  [3:0]  ok2;                    // the slot's lanes below n (lane_ok below), worked out a cycle early
+    reg         sink_slot;              // k2 == K_SINK, worked out a cycle early
 
     always @(posedge clk) begin
         if (rst) begin
@@ -88,6 +89,7 @@ module ga2_sm #(
             l1 <= 1'b0;
             l2 <= 1'b0;
             ok2 <= 4'd0;
+            sink_slot <= 1'b0;
         end else begin
             if (run) begin
                 k1 <= k_now;
@@ -96,6 +98,7 @@ module ga2_sm #(
                 k2 <= k1;
                 w2 <= w1[AW-1:0];
                 l2 <= l1;
+                sink_slot <= (k1 == K_SINK);
                 ok2 <= {lane_ok(2'd3, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
                         lane_ok(2'd2, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
                         lane_ok(2'd1, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
@@ -150,7 +153,6 @@ module ga2_sm #(
     // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink. The
     // lanes' values are functions of their arguments, evaluated where they are registered (a
     // simulator works them out only while the unit runs).
-    wire        sink_slot = (k2 == K_SINK);
     function [7:0] lane_x;             // x of a lane
         input [1:0]  lane;
         input        sink_now;         // the sink slot
@@ -179,6 +181,22 @@ module ga2_sm #(
             max8 = ($signed(p) > $signed(q)) ? p : q;
         end
     endfunction
+    function [7:0] max4;               // the largest of four lanes: six compares side by side, then a select
+        input [31:0] v;
+        reg ge01, ge02, ge03, ge12, ge13, ge23;
+        begin
+            ge01 = $signed(v[7:0]) >= $signed(v[15:8]);
+            ge02 = $signed(v[7:0]) >= $signed(v[23:16]);
+            ge03 = $signed(v[7:0]) >= $signed(v[31:24]);
+            ge12 = $signed(v[15:8]) >= $signed(v[23:16]);
+            ge13 = $signed(v[15:8]) >= $signed(v[31:24]);
+            ge23 = $signed(v[23:16]) >= $signed(v[31:24]);
+            if (ge01 && ge02 && ge03) max4 = v[7:0];
+            else if (!ge01 && ge12 && ge13) max4 = v[15:8];
+            else if (!ge02 && !ge12 && ge23) max4 = v[23:16];
+            else max4 = v[31:24];
+        end
+    endfunction
     function [7:0] max_x;              // a lane's x, or -128 (never raises a maximum) past n
         input       ok;
         input [7:0] x;
@@ -189,10 +207,9 @@ module ga2_sm #(
     reg [7:0] word_max;
     reg       word_max_on;
     always @(posedge clk) begin
-        if (run) word_max <= max8(max8(max_x(ok2[0], lane_x(2'd0, sink_slot, sink_r, rd_data)),
-                                       max_x(ok2[1], lane_x(2'd1, sink_slot, sink_r, rd_data))),
-                                  max8(max_x(ok2[2], lane_x(2'd2, sink_slot, sink_r, rd_data)),
-                                       max_x(ok2[3], lane_x(2'd3, sink_slot, sink_r, rd_data))));
+        // (a pass-1 slot is never the sink's: the sink enters m at the start)
+        if (run) word_max <= max4({max_x(ok2[3], rd_data[31:24]), max_x(ok2[2], rd_data[23:16]),
+                                   max_x(ok2[1], rd_data[15:8]), max_x(ok2[0], rd_data[7:0])});
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
