@@ -3,10 +3,12 @@
 `include "ga2_cfg.vh"
 // ga2: the top. Instruction fetch and decode, issue to the units, the DMA engine, the counters, halt.
 // Instruction memory: four banks (word 0..3 of every instruction), each IMEM_INSTRS x 32 with a
-// synchronous read, so one whole instruction is read per cycle. The sequencer presents the address
-// of the instruction it will decode next cycle: the one it decodes now, or the next one when this
-// one goes ahead. Two compute engines run side by side, one instruction each: the matmul engine
-// with the vector unit (they share the requant bank) and the softmax unit. Per instruction:
+// synchronous read, so one whole instruction is read per cycle. It is read two instructions ahead
+// (the memory's output, then a fetch register) and the sequencer issues from an instruction
+// register whose field checks were worked out on the way in, so an instruction goes ahead in the
+// cycle it reaches the register and decoding costs no cycle (see "fetch and decode" below). Two
+// compute engines run side by side, one instruction each: the matmul engine with the vector unit
+// (they share the requant bank) and the softmax unit. Per instruction:
 //   LOAD/STORE  hand the transfer to the DMA engine and go on (stall first while QUEUE are in flight)
 //   WAIT keep   stall until at most `keep` transfers are in flight; HALT until none is and both
 //               engines are idle
@@ -38,9 +40,9 @@ module ga2 (
     input  wire        clk,
     input  wire        rst,
     // instruction memory load port (used while rst is high): word imem_addr[1:0] of instruction
-    // imem_addr[11:2]. In reset the sequencer reads instruction 0 every cycle, so rst must stay high
-    // for at least one cycle after the last write (a block RAM's read of a word being written is
-    // undefined; the testbenches hold it two)
+    // imem_addr[11:2]. In reset the sequencer reads instructions 0, 1 and 2 ahead after the last
+    // write, so rst must stay high for at least three cycles after it (a block RAM's read of a word
+    // being written is undefined)
     input  wire        imem_we,
     input  wire [11:0] imem_addr,
     input  wire [31:0] imem_wdata,
@@ -109,27 +111,95 @@ module ga2 (
     reg [SAW-1:0]  qbias;
     reg [5:0]      qs;
 
-    // ---- instruction memory and decode ----
-    wire [IAW-1:0] fetch_addr;
+    // ---- instruction memory, fetch and decode ----
+    // Three instructions are in flight, each a stage further on: the instruction register (w0..w3,
+    // the instruction at pc) that the sequencer issues from, the fetch register (f0..f3, pc + 1)
+    // and the memory's read port (pc + 2), read ahead. When an instruction goes ahead each moves up
+    // a stage and the memory reads pc + 3; the fetch register's field checks are worked out on the
+    // way into the instruction register (ir_legal). So the issue logic starts from registers, no
+    // logic follows the block RAM's read (it lands in the fetch register), no path runs from it back
+    // to its own address, and decoding costs no cycle.
+    // Filling in reset: quietK says the last K cycles were reset cycles without a write to the
+    // memory. The memory reads instructions 0, 1 and 2 in the first three such cycles while the
+    // registers take them up, then holds all three. Hence rst must stay high three cycles after the
+    // last write (and the memory must have been written before the first run).
+    reg            quiet1, quiet2, quiet3;
+    wire           fill_read = rst && !quiet3;                  // the reset cycles that read ahead
+    wire           f_load    = advance || (rst && quiet1 && !quiet3);
+    wire           ir_load   = advance || (rst && quiet2 && !quiet3);
+    wire [IAW-1:0] fetch_addr = rst ? {{(IAW-2){1'b0}}, quiet2, quiet1 && !quiet2}
+                                    : pc + {{(IAW-2){1'b0}}, 2'd3};
     wire [31:0]    iword [0:3];
     genvar j;
     generate
         for (j = 0; j < 4; j = j + 1) begin : g_imem
             ram_1r1w #(.WIDTH(32), .DEPTH(GA2_IMEM_INSTRS), .AW(IAW)) u_ram (
                 .clk(clk), .we(imem_we && imem_addr[1:0] == j), .waddr(imem_addr[IAW+1:2]), .wdata(imem_wdata),
-                .re(advance || rst), .raddr(fetch_addr), .rdata(iword[j])
+                .re(advance || fill_read), .raddr(fetch_addr), .rdata(iword[j])
             );
         end
     endgenerate
-    wire [31:0] w0 = iword[0];
-    wire [31:0] w1 = iword[1];
-    wire [31:0] w2 = iword[2];
-    wire [31:0] w3 = iword[3];  // bits 31:24 are reserved by every instruction but LOAD, STORE and MM
+    reg  [31:0] f0, f1, f2, f3;
+    always @(posedge clk) begin
+        quiet1 <= rst && !imem_we;
+        quiet2 <= quiet1 && rst && !imem_we;
+        quiet3 <= quiet2 && rst && !imem_we;
+        if (f_load) begin
+            f0 <= iword[0];
+            f1 <= iword[1];
+            f2 <= iword[2];
+            f3 <= iword[3];
+        end
+    end
+
+    // the field checks of the instruction in the fetch register (n_: next). Illegal: an unknown
+    // opcode, a reserved bit set, and the fields each opcode must have (see the header).
+    wire [3:0]  n_op  = f0[31:28];
+    wire [3:0]  n_sub = f0[23:20];
+    wire [15:0] n_cnt = f0[15:0];
+    wire [15:0] n_fc  = f2[15:0];
+    wire [15:0] n_fd  = f2[31:16];
+    wire [15:0] n_m   = f3[15:0];  // an MM's columns M
+    wire [7:0]  n_first = f3[23:16];  // its window's first column tile
+    wire        n_dma = (n_op == OP_LOAD) || (n_op == OP_STORE);
+    wire        n_compute = (n_op == OP_MM) || (n_op == OP_VEC) || (n_op == OP_SMAX);
+    // An MM's column window, tiles first .. first + sub - 1 (sub = 0: to the last tile of M), lies
+    // inside the matrix when its last tile starts inside M: last * LANES < M. (The same test as
+    // first < end <= ceil(M / LANES) with end = first + sub, or ceil(M / LANES) for sub = 0, without
+    // the division and the adders in series.)
+    wire [8:0]  n_last_tile = {1'b0, n_first} + {5'd0, n_sub} - {8'd0, n_sub != 4'd0};
+    wire        n_window_ok = ({8'd0, n_last_tile} * GA2_LANES[16:0]) < {1'b0, n_m};
+    wire        n_mm_ok = (n_cnt != 16'd0) && (n_fd != 16'd0) && (n_fd <= GA2_MM_MAX_K[15:0]) && (n_m != 16'd0)
+                          && n_window_ok;
+    wire        n_fields_ok = n_dma               ? (n_cnt != 16'd0) && (n_fc != 16'd0)
+                            : (n_op == OP_MM)     ? n_mm_ok
+                            : (n_op == OP_VEC)    ? (n_cnt != 16'd0) && (n_sub <= VEC_LAST)
+                            : (n_op == OP_SMAX)   ? (n_cnt != 16'd0)
+                            : (n_op == OP_QCFG)   ? (n_fc <= GA2_MAX_SHIFT[15:0])
+                            : (n_op == OP_WAIT)   ? (n_cnt < GA2_DMA_QUEUE[15:0])
+                            : 1'b1;
+    wire        n_legal = (n_op <= OP_SMAX) && (f0[19:17] == 3'd0) && (n_dma || n_op == OP_MM || f3[31:24] == 8'd0)
+                          && n_fields_ok && (!f0[16] || n_dma || n_compute);
+
+    // the instruction register
+    /* verilator lint_off UNUSEDSIGNAL */
+    reg  [31:0] w0;              // bits 19:17 are reserved: checked on the way in (n_legal) only
+    /* verilator lint_on UNUSEDSIGNAL */
+    reg  [31:0] w1, w2, w3;      // w3 bits 31:24 are reserved by every instruction but LOAD, STORE and MM
+    reg         ir_legal;
+    always @(posedge clk) begin
+        if (ir_load) begin
+            w0 <= f0;
+            w1 <= f1;
+            w2 <= f2;
+            w3 <= f3;
+            ir_legal <= n_legal;
+        end
+    end
     wire [3:0]  op    = w0[31:28];
     wire [3:0]  flags = w0[27:24];
     wire [3:0]  sub   = w0[23:20];
     wire [15:0] cnt   = w0[15:0];
-    wire [2:0]  reserved = w0[19:17];  // must be zero: an instruction using them is illegal
     wire        overlap = w0[16];
     wire [15:0] fa = w1[15:0];
     wire [15:0] fb = w1[31:16];
@@ -155,26 +225,11 @@ module ga2 (
     wire       hold_s = fetching && (((is_dma || compute) && !overlap && other_busy)
                                      || (op == OP_HALT && (mv_busy || sm_busy)));
     wire       go    = !rst && fetching && !stall && !hold_u && !hold_s && !dma_err;  // nothing new after a fault
-    // the fields each opcode must have (see the header); 17 bits so that M = 0xFFFF cannot wrap
-    localparam [16:0] LANES17 = GA2_LANES[16:0];
-    wire [16:0] mm_tiles = ({1'b0, w3[15:0]} + LANES17 - 17'd1) / LANES17;  // column tiles of M
-    wire [16:0] mm_end   = (sub == 4'd0) ? mm_tiles : {9'd0, w3[23:16]} + {13'd0, sub};
-    wire       mm_ok    = (cnt != 16'd0) && (fd != 16'd0) && (fd <= GA2_MM_MAX_K[15:0]) && (w3[15:0] != 16'd0)
-                          && ({9'd0, w3[23:16]} < mm_end) && (mm_end <= mm_tiles);
-    wire       fields_ok = is_dma         ? (cnt != 16'd0) && (fc != 16'd0)
-                         : (op == OP_MM)   ? mm_ok
-                         : (op == OP_VEC)  ? (cnt != 16'd0) && (sub <= VEC_LAST)
-                         : (op == OP_SMAX) ? (cnt != 16'd0)
-                         : (op == OP_QCFG) ? (fc <= GA2_MAX_SHIFT[15:0])
-                         : (op == OP_WAIT) ? (cnt < GA2_DMA_QUEUE[15:0])
-                         : 1'b1;
-    wire       known_op = (op <= OP_SMAX) && (reserved == 3'd0) && (is_dma || op == OP_MM || w3[31:24] == 8'd0) && fields_ok
-                          && (!overlap || is_dma || compute);
+    wire       known_op = ir_legal;
     wire       legal_go = go && known_op;
     // the instruction after this one is decoded next cycle
     wire       advance  = !rst && legal_go && op != OP_HALT;
     wire       pc_last  = (pc == {IAW{1'b1}});
-    assign fetch_addr = advance ? pc + 1'b1 : pc;
 
     wire start_mm  = legal_go && (op == OP_MM);
     wire start_vec = legal_go && (op == OP_VEC);

@@ -100,7 +100,7 @@ module ga2_mm #(
 
     // ---------------------------------------------------------------- the instruction, latched
     reg [3:0]  fl;
-    reg [15:0] r_all, kl, mt, qa_r;
+    reg [15:0] kl, mt, qa_r;
     reg [AW-1:0] b_r, qbias_r;
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
@@ -113,8 +113,8 @@ module ga2_mm #(
     wire relu  = fl[1];
     wire biasf = fl[2];
     wire brows = fl[3];
-    wire [10:0] b_reads    = brows ? kl[10:0] : ({2'b00, dot_lines} << PB);  // B cycles of a pass
-    wire [10:0] pass_reads = b_reads + (biasf ? BL[10:0] : 11'd0);
+    reg  [10:0] b_reads, pass_reads;  // B cycles of a pass, and with its bias reads (registered below)
+    reg  [10:0] b_reads_m1, pass_reads_m1;  // each minus one: the cycle of a pass's last B read, its end
     // words from one output row to the next: the stride, or a packed row (int8 words or int32 results)
     wire [AW-1:0] row_step = (ostr != 8'd0) ? {{(AW-8){1'b0}}, ostr} : out8 ? tiles : mt[AW-1:0];
 
@@ -140,14 +140,46 @@ module ga2_mm #(
             cols_of = g * N[4:0];
         end
     endfunction
+    function [WB-1:0] rows_times;     // x * rt, by shifts and adds (a DSP multiplier would be slower)
+        input [WB-1:0] x;
+        input [RB-1:0] rt;
+        integer i;
+        begin
+            rows_times = {WB{1'b0}};
+            for (i = 0; i < RB; i = i + 1)
+                if (rt[i]) rows_times = rows_times + (x << i);
+        end
+    endfunction
     function [WB-1:0] slots_of;       // W: rt * max(1, cols/4) int8 words or rt * cols int32 results
         input [RB-1:0] rt;
         input [2:0]    g;
         reg   [4:0]    c;
         begin
             c = cols_of(g);
-            slots_of = rt * (out8 ? ((c < 5'd4) ? {{(WB-1){1'b0}}, 1'b1} : {{(WB-3){1'b0}}, c[4:2]})
-                                  : {{(WB-5){1'b0}}, c});
+            slots_of = rows_times(out8 ? ((c < 5'd4) ? {{(WB-1){1'b0}}, 1'b1} : {{(WB-3){1'b0}}, c[4:2]})
+                                       : {{(WB-5){1'b0}}, c}, rt);
+        end
+    endfunction
+
+    // more small products by shifts and adds
+    function [10:0] words_times;      // words * rt
+        input [8:0]    words;
+        input [RB-1:0] rt;
+        integer i;
+        begin
+            words_times = 11'd0;
+            for (i = 0; i < RB; i = i + 1)
+                if (rt[i]) words_times = words_times + ({2'b00, words} << i);
+        end
+    endfunction
+    function [NB-1:0] times_mod_n;    // a * b mod N
+        input [NB-1:0] a;
+        input [NB-1:0] b;
+        integer i;
+        begin
+            times_mod_n = {NB{1'b0}};
+            for (i = 0; i < NB; i = i + 1)
+                if (b[i]) times_mod_n = times_mod_n + (a << i);
         end
     endfunction
 
@@ -159,7 +191,9 @@ module ga2_mm #(
     // derived, registered one cycle after what they follow (used many cycles later)
     reg [WB-1:0] t_gap;               // G = W + N - 1 (+ 2 with BIAS)
     reg [WB-1:0] t_pass_pad;          // max(0, G - pass_reads)
+    reg [RB-1:0] rt_all;              // rows_of(R): the first tile's rows, latched with the instruction
     reg [RB-1:0] n_rt;                // the next tile
+    reg [10:0]   n_aload;             // rt*kw + 1 for the next tile
     reg [WB-1:0] n_aload_pad;         // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
     // ------------------------------------------------------------------- the read sequencer
     // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
@@ -181,18 +215,30 @@ module ga2_mm #(
     wire       run = (phase != P_IDLE);
 
     wire [15:0]   left_after = r_left - N[15:0];
-    wire [10:0]   n_aload    = kw * {{(11-RB){1'b0}}, n_rt} + 11'd1;
+    wire [10:0]   b_reads_now = brows ? kl[10:0] : ({2'b00, dot_lines} << PB);
+    wire [10:0]   pass_reads_now = b_reads_now + (biasf ? BL[10:0] : 11'd0);
     wire [WB-1:0] gap_now    = t_w + N[WB-1:0] - {{(WB-1){1'b0}}, 1'b1} + (biasf ? 2 : 0);
     always @(posedge clk) begin
         if (rst) begin
             t_gap <= {WB{1'b0}};
             t_pass_pad <= {WB{1'b0}};
+            b_reads <= 11'd0;
+            pass_reads <= 11'd0;
+            b_reads_m1 <= 11'd0;
+            pass_reads_m1 <= 11'd0;
             n_rt <= {RB{1'b0}};
+            n_aload <= 11'd0;
             n_aload_pad <= {WB{1'b0}};
         end else if (run) begin
+            // from the instruction and dot_lines (the setup cycle's): first used in cycle 4, a pass's first read
+            b_reads <= b_reads_now;
+            pass_reads <= pass_reads_now;
+            b_reads_m1 <= b_reads_now - 11'd1;
+            pass_reads_m1 <= pass_reads_now - 11'd1;
             t_gap <= gap_now;
             t_pass_pad <= ({{(11-WB){1'b0}}, t_gap} > pass_reads) ? (t_gap - pass_reads[WB-1:0]) : {WB{1'b0}};
             n_rt <= rows_of(left_after);
+            n_aload <= words_times(kw, n_rt) + 11'd1;  // a stage of its own: a tile's A load and pass come before its use
             n_aload_pad <= ({{(11-WB){1'b0}}, t_gap} > n_aload) ? (t_gap - n_aload[WB-1:0]) : {WB{1'b0}};
         end
     end
@@ -205,10 +251,10 @@ module ga2_mm #(
     wire        more_tiles  = r_left > N[15:0];
 
     wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && (a_word == kw - 9'd1);
-    wire        in_b        = (phase == P_BREAD) && (cnt < b_reads);
+    reg         in_b;                 // a pass's B read: phase == P_BREAD && cnt < b_reads, kept by the sequencer
     wire        in_bias     = (phase == P_BREAD) && !in_b;
-    wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads - 11'd1);
-    wire        last_b      = in_b && (cnt == b_reads - 11'd1);
+    wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads_m1);
+    wire        last_b      = in_b && (cnt == b_reads_m1);
 
     // the pass's valid columns (bit p: column 4*tile + 2*half + p lies below M and in the window;
     // in the dot form column p is array row p's B row) and valid line words (BROWS)
@@ -282,7 +328,7 @@ module ga2_mm #(
         if (rst) begin
             phase <= P_IDLE;
             fl <= 4'd0;
-            r_all <= 16'd0;
+            rt_all <= {RB{1'b0}};
             kl <= 16'd0;
             mt <= 16'd0;
             qa_r <= 16'd0;
@@ -312,13 +358,13 @@ module ga2_mm #(
             d_line <= {AW{1'b0}};
             d_addr <= {AW{1'b0}};
             tile_start <= 1'b0;
+            in_b <= 1'b0;
             pass_words <= 4'd0;
             pass_cols <= {PC{1'b0}};
         end else begin
             case (phase)
                 P_IDLE: if (start) begin
                     fl <= flags;
-                    r_all <= r_total;
                     kl <= k_len;
                     mt <= m_total;
                     qa_r <= qa;
@@ -334,15 +380,16 @@ module ga2_mm #(
                     t_end <= (win_tiles == 4'd0) ? {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]}
                                                  : {8'd0, win_first} + {12'd0, win_tiles};
                     r_left <= r_total;
+                    rt_all <= rows_of(r_total);
                     phase <= P_SETUP;
                 end
                 P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
                     b_first <= b_r + (brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00});
                     nkw <= {{(AW-9){1'b0}}, kw} << NB;
                     dot_lines <= (DOTW > 1) ? {1'b0, kw[8:1]} + {8'd0, kw[0]} : kw;
-                    t_rt <= rows_of(r_all);
-                    t_g <= groups_of(rows_of(r_all));
-                    t_w <= slots_of(rows_of(r_all), groups_of(rows_of(r_all)));
+                    t_rt <= rt_all;
+                    t_g <= groups_of(rt_all);
+                    t_w <= slots_of(rt_all, groups_of(rt_all));
                     a_row <= {NB{1'b0}};
                     a_word <= 9'd0;
                     phase <= P_AREAD;
@@ -369,13 +416,18 @@ module ga2_mm #(
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
                     phase <= P_BREAD;
+                    in_b <= 1'b1;
                 end
                 P_BPAD: begin
                     cnt <= cnt - 11'd1;
-                    if (cnt == 11'd1) phase <= P_BREAD;  // cnt reaches 0, the first read index
+                    if (cnt == 11'd1) begin  // cnt reaches 0, the first read index
+                        phase <= P_BREAD;
+                        in_b <= 1'b1;
+                    end
                 end
                 P_BREAD: begin
                     cnt <= cnt + 11'd1;
+                    if (last_b) in_b <= 1'b0;
                     if (brows && in_b) b_ptr <= b_ptr + tiles;
                     if (!brows && in_b) begin  // the dot form's next read: the next row, or the next round
                         if (dot_r == PER[PB-1:0] - 1'b1) begin
@@ -396,6 +448,7 @@ module ga2_mm #(
                             d_addr <= b_ptr + nkw;
                             cnt <= (t_pass_pad != {WB{1'b0}}) ? {{(11-WB){1'b0}}, t_pass_pad} : 11'd0;
                             phase <= (t_pass_pad != {WB{1'b0}}) ? P_BPAD : P_BREAD;
+                            in_b <= (t_pass_pad == {WB{1'b0}});
                         end else if (more_tiles) begin
                             r_left <= left_after;
                             t_rt <= n_rt;
@@ -839,7 +892,7 @@ module ga2_mm #(
             reg  [NB-1:0] pe_r, pe_c, bias_sel;
             always @(posedge clk) begin
                 if (run) begin
-                    pe_r <= brows ? grp_n * rt_n + ar_n : p_n[NB-1:0];
+                    pe_r <= brows ? times_mod_n(grp_n, rt_n) + ar_n : p_n[NB-1:0];
                     pe_c <= brows ? p_n[NB-1:0] : ar_n;
                     bias_sel <= p_n[NB-1:0];
                 end

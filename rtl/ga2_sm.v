@@ -63,8 +63,11 @@ module ga2_sm #(
     wire [2:0] k_now = (state == S_MAX) ? K_MAX : (state == S_SUM) ? K_SUM : (state == S_SINK) ? K_SINK :
                        (state == S_NORM) ? K_NORM : K_NONE;
     reg  [2:0]  k1, k2;
-    reg  [13:0] w1, w2;
+    reg  [13:0] w1;
+    reg  [AW-1:0] w2;                   // the slot's word index, as an address offset
     reg         l1, l2;                 // the pass's last word
+    reg  [3:0]  ok2;                    // the slot's lanes below n (lane_ok below), worked out a cycle early
+    reg         sink_slot;              // k2 == K_SINK, worked out a cycle early
 
     always @(posedge clk) begin
         if (rst) begin
@@ -82,17 +85,24 @@ module ga2_sm #(
             k1 <= K_NONE;
             k2 <= K_NONE;
             w1 <= 14'd0;
-            w2 <= 14'd0;
+            w2 <= {AW{1'b0}};
             l1 <= 1'b0;
             l2 <= 1'b0;
+            ok2 <= 4'd0;
+            sink_slot <= 1'b0;
         end else begin
             if (run) begin
                 k1 <= k_now;
                 w1 <= w[13:0];
                 l1 <= last_w;
                 k2 <= k1;
-                w2 <= w1;
+                w2 <= w1[AW-1:0];
                 l2 <= l1;
+                sink_slot <= (k1 == K_SINK);
+                ok2 <= {lane_ok(2'd3, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
+                        lane_ok(2'd2, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
+                        lane_ok(2'd1, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
+                        lane_ok(2'd0, k1 == K_SINK, has_sink, {w1, 2'b00}, len)};
             end
             div_go <= 1'b0;
             case (state)
@@ -143,8 +153,6 @@ module ga2_sm #(
     // Stage 0 is the slot's arrival (its data is here): x = the word's lanes, or the sink. The
     // lanes' values are functions of their arguments, evaluated where they are registered (a
     // simulator works them out only while the unit runs).
-    wire [15:0] first = {w2, 2'b00};
-    wire        sink_slot = (k2 == K_SINK);
     function [7:0] lane_x;             // x of a lane
         input [1:0]  lane;
         input        sink_now;         // the sink slot
@@ -173,6 +181,22 @@ module ga2_sm #(
             max8 = ($signed(p) > $signed(q)) ? p : q;
         end
     endfunction
+    function [7:0] max4;               // the largest of four lanes: six compares side by side, then a select
+        input [31:0] v;
+        reg ge01, ge02, ge03, ge12, ge13, ge23;
+        begin
+            ge01 = $signed(v[7:0]) >= $signed(v[15:8]);
+            ge02 = $signed(v[7:0]) >= $signed(v[23:16]);
+            ge03 = $signed(v[7:0]) >= $signed(v[31:24]);
+            ge12 = $signed(v[15:8]) >= $signed(v[23:16]);
+            ge13 = $signed(v[15:8]) >= $signed(v[31:24]);
+            ge23 = $signed(v[23:16]) >= $signed(v[31:24]);
+            if (ge01 && ge02 && ge03) max4 = v[7:0];
+            else if (!ge01 && ge12 && ge13) max4 = v[15:8];
+            else if (!ge02 && !ge12 && ge23) max4 = v[23:16];
+            else max4 = v[31:24];
+        end
+    endfunction
     function [7:0] max_x;              // a lane's x, or -128 (never raises a maximum) past n
         input       ok;
         input [7:0] x;
@@ -183,10 +207,9 @@ module ga2_sm #(
     reg [7:0] word_max;
     reg       word_max_on;
     always @(posedge clk) begin
-        if (run) word_max <= max8(max8(max_x(lane_ok(2'd0, sink_slot, has_sink, first, len), lane_x(2'd0, sink_slot, sink_r, rd_data)),
-                                       max_x(lane_ok(2'd1, sink_slot, has_sink, first, len), lane_x(2'd1, sink_slot, sink_r, rd_data))),
-                                  max8(max_x(lane_ok(2'd2, sink_slot, has_sink, first, len), lane_x(2'd2, sink_slot, sink_r, rd_data)),
-                                       max_x(lane_ok(2'd3, sink_slot, has_sink, first, len), lane_x(2'd3, sink_slot, sink_r, rd_data))));
+        // (a pass-1 slot is never the sink's: the sink enters m at the start)
+        if (run) word_max <= max4({max_x(ok2[3], rd_data[31:24]), max_x(ok2[2], rd_data[23:16]),
+                                   max_x(ok2[1], rd_data[15:8]), max_x(ok2[0], rd_data[7:0])});
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
@@ -195,8 +218,8 @@ module ga2_sm #(
 
     // passes 2 and 3: table index, table value
     reg  [23:0] s1_prod [0:3];
-    reg  [7:0]  s2_d [0:3];
-    wire [15:0] e [0:3];
+    wire [15:0] e_rom [0:3];            // the table's answer for the slot at stage 2 (read from stage 1's index)
+    reg  [15:0] e [0:3];                // the slot's table values, at stage 3
     reg  [2:0]  s1_k, s2_k, s3_k, s4_k;
     reg  [3:0]  s1_ok, s2_ok, s3_ok, s4_ok;
     reg  [AW-1:0] s1_a, s2_a, s3_a, s4_a;
@@ -212,7 +235,7 @@ module ga2_sm #(
     genvar gl;
     generate
         for (gl = 0; gl < 4; gl = gl + 1) begin : g_lut
-            exp_lut u_exp (.clk(clk), .d(s2_d[gl]), .e(e[gl]));
+            exp_lut u_exp (.clk(clk), .d(table_step(s1_prod[gl])), .e(e_rom[gl]));
         end
     endgenerate
 
@@ -229,15 +252,14 @@ module ga2_sm #(
     always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
             s1_prod[l] <= {16'd0, m - lane_x(l[1:0], sink_slot, sink_r, rd_data)} * {8'd0, smul_r};  // m - x: 0..255 below n
-            s2_d[l] <= table_step(s1_prod[l]);
+            e[l] <= e_rom[l];
             s4_p[l] <= {16'd0, e[l]} * {15'd0, recip};
         end
-        s1_ok <= {lane_ok(2'd3, sink_slot, has_sink, first, len), lane_ok(2'd2, sink_slot, has_sink, first, len),
-                  lane_ok(2'd1, sink_slot, has_sink, first, len), lane_ok(2'd0, sink_slot, has_sink, first, len)};
+        s1_ok <= ok2;
         s2_ok <= s1_ok;
         s3_ok <= s2_ok;
         s4_ok <= s3_ok;
-        s1_a <= pd + w2[AW-1:0];
+        s1_a <= pd + w2;
         s2_a <= s1_a;
         s3_a <= s2_a;
         s4_a <= s3_a;

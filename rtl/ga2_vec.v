@@ -228,8 +228,7 @@ module ga2_vec #(
     assign rq_shift = qs_r;
 
     // ARGMAX: each word's first maximum by a tree of compares (registered), then the running one
-    // of its row (from the row's first word on). A word's row maximum so far is in `best` when
-    // the word is at stage 2; stages 3..LAT-1 carry it to the row's write.
+    // of its row (from the row's first word on).
     function [23:0] first_max;        // {value, index} of the larger; the earlier on a tie
         input [23:0] p;
         input [23:0] q;
@@ -246,18 +245,26 @@ module ga2_vec #(
             cand = ok ? {word[lane*8 +: 8], first_el + {14'd0, lane}} : {8'h80, 16'hffff};
         end
     endfunction
+    // (the tree takes two stages, pairs then the word: a word's row maximum so far is in `best`
+    // when the word is at stage 3; stages 4..LAT-1 carry it to the row's write)
     localparam [23:0] NONE_YET = {8'h80, 16'd0};  // a row's maximum before its first word
+    reg [23:0] pair_best [0:1];
     reg [23:0] word_best, best;
-    reg        word_on, word_first;
-    reg [16*(LAT-3)-1:0] p_best;      // stage s (3..LAT-1) at bits 16(s-3): the row's index so far
+    reg        pair_on, word_on, pair_first, word_first;
+    reg [16*(LAT-4)-1:0] p_best;      // stage s (4..LAT-1) at bits 16(s-4): the row's index so far
     always @(posedge clk) begin
-        if (busy) word_best <= first_max(first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first)),
-                                         first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first)));
-        if (busy || rst) word_on <= !rst && t2_on;
-        if (busy || rst) word_first <= !rst && t2_rfirst;
+        if (busy) begin
+            pair_best[0] <= first_max(cand(2'd0, t2_ok[0], a_word, first), cand(2'd1, t2_ok[1], a_word, first));
+            pair_best[1] <= first_max(cand(2'd2, t2_ok[2], a_word, first), cand(2'd3, t2_ok[3], a_word, first));
+            word_best <= first_max(pair_best[0], pair_best[1]);
+        end
+        if (busy || rst) pair_on <= !rst && t2_on;
+        if (busy || rst) word_on <= !rst && pair_on;
+        if (busy || rst) pair_first <= !rst && t2_rfirst;
+        if (busy || rst) word_first <= !rst && pair_first;
         if (rst || start) best <= NONE_YET;
         else if (word_on) best <= first_max(word_first ? NONE_YET : best, word_best);
-        if (busy) p_best <= {p_best[16*(LAT-4)-1:0], best[15:0]};
+        if (busy) p_best <= {p_best[16*(LAT-5)-1:0], best[15:0]};
     end
 
     // the write: requantized lanes (ADD, MUL), the others, or ARGMAX's index; zero past n
@@ -281,7 +288,7 @@ module ga2_vec #(
             we <= is_argmax ? p_rend[LAT-1] : p_on[LAT-1];
             done <= p_last[LAT-1];
             waddr <= p_addr[AW*(LAT-2) +: AW];
-            wdata <= is_argmax ? {16'd0, p_best[16*(LAT-4) +: 16]}
+            wdata <= is_argmax ? {16'd0, p_best[16*(LAT-5) +: 16]}
                                : {y(p_rest[36*(LAT-3) + 35], requantized, rq_y[31:24], p_rest[36*(LAT-3) + 24 +: 8]),
                                   y(p_rest[36*(LAT-3) + 34], requantized, rq_y[23:16], p_rest[36*(LAT-3) + 16 +: 8]),
                                   y(p_rest[36*(LAT-3) + 33], requantized, rq_y[15:8], p_rest[36*(LAT-3) + 8 +: 8]),

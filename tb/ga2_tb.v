@@ -699,7 +699,7 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
             end
             if (n_code + 4 > imem_len) imem_len = n_code + 4;
             imem_we_d = 1'b0;
-            #(2 * PERIOD);
+            #(3 * PERIOD);  // rtl/ga2.v reads instructions 0, 1 and 2 ahead
             rst_d = 1'b0;
             #(PERIOD);  // the chip sees it at the next rising edge: it runs from the one after
             // run: `halted` is looked at every POLL cycles and at exactly `watchdog` cycles

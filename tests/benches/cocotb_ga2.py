@@ -42,7 +42,7 @@ COUNTER_NAMES = ("cycles", "dma_busy", "mm_busy", "vec_busy", "dma_stall", "hold
 ST_ILLEGAL = 1  # rtl/ga2_defs.vh: why the chip halted
 ILLEGAL_WATCHDOG = 400  # cycles; each illegal program halts within a LOAD and a WAIT
 MISMATCHES_SHOWN = 8
-RESET_CYCLES = 2  # rst stays high this long after the code is in
+RESET_CYCLES = 3  # rst stays high this long after the code is in (rtl/ga2.v reads three instructions ahead)
 
 
 def ext_image(ext) -> list[int]:

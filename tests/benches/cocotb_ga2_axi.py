@@ -47,7 +47,7 @@ from benches.cocotb_ga2 import ext_image, random_seeds
 from benches.cocotb_util import CLOCK_NS, Cycles, rng, show, start_clock, value
 
 ST_OK, ST_EXT_ADDR = 0, 2  # rtl/ga2_defs.vh: why the chip halted
-RESET_CYCLES = 2  # rst stays high this long after the code is in
+RESET_CYCLES = 3  # rst stays high this long after the code is in (rtl/ga2.v reads three instructions ahead)
 AFTER_HALT = 8  # cycles in a row the bus must be quiet after `halted`
 DRAIN_LIMIT = 1000  # cycles it may take to get quiet (after a fault, writes taken and not yet answered)
 ERRORS_SHOWN = 8
