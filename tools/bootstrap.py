@@ -49,7 +49,14 @@ def need(*modules: str) -> None:
 
 
 def run(command: str) -> None:
-    """Run `command` of the project's command line with this script's arguments and name; exits."""
+    """Run `command` of the project's command line with this script's arguments and name; exits.
+
+    Nothing runs in a worker process that multiprocessing started by "spawn" (Dask's local
+    workers): it runs this script again to import it, and must not run the command a second time."""
+    import multiprocessing
+
+    if multiprocessing.current_process().name != "MainProcess":
+        return
     need("numpy", "capra_cli", "replay", "host")
     from capra_cli.__main__ import run_command
 
