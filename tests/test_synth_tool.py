@@ -15,15 +15,16 @@ DATA = Path(__file__).resolve().parent / "data" / "synth"
 TOOLS = next((t for t in (synth.PYPI_TOOLS, synth.SYSTEM_TOOLS) if tool_path(t.yosys)), synth.PYPI_TOOLS)
 needs_yosys = pytest.mark.skipif(tool_path(TOOLS.yosys) is None,
                                  reason="no Yosys: neither the synth extra (pip install -e '.[synth]') nor yosys")
-needs_nextpnr = pytest.mark.skipif(tool_path(TOOLS.nextpnr) is None, reason=f"{TOOLS.nextpnr} is not installed")
+needs_nextpnr = pytest.mark.skipif(tool_path(TOOLS.nextpnr) is None,
+                                   reason=f"{TOOLS.nextpnr} is not installed")
 
 
 def check(tmp_path: Path, top: str, source: Path) -> synth.MemoryCheck:
     block = synth.Block(top, top, (str(source),))
     workdir = tmp_path / top
     workdir.mkdir()
-    result, _design, _sources = synth.memory_stage(synth.Children(), block, synth.Options(out=tmp_path, tools=TOOLS), workdir,
-                                                   keep_premap=False)
+    options = synth.Options(out=tmp_path, tools=TOOLS)
+    result, _design, _sources = synth.memory_stage(synth.Children(), block, options, workdir, keep_premap=False)
     return result
 
 
