@@ -209,6 +209,12 @@ class _Emitter:
         self.known_done = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
         self.free = dict.fromkeys(isa.ENGINES, 0)  # first cycle each engine takes an instruction
         self.running: dict[str, isa.Effects | None] = dict.fromkeys(isa.ENGINES)  # last instruction, if it may run
+        # the matmul engine's last instruction if an MM (its effects, the cycles of its last read and
+        # its last write), the last write of the MM before it, and that MM if it may still drain
+        # beside the last one: what a CHAIN MM waits for, as in the machine model
+        self.mm_last: tuple[isa.Effects, int, int] | None = None
+        self.mm_before_done = -1
+        self.draining: isa.Effects | None = None
         self.qbias = 0  # the bias address of the last QCFG (an MM with BIAS reads there)
 
     def emit(self, words: list[int], note: str) -> None:
@@ -225,11 +231,16 @@ class _Emitter:
         another engine that may still be running (``isa.engine_conflict``); without it, the clock
         moves to where the other engines are idle."""
         others = [e for e in isa.ENGINES if e != engine]
-        if not any(self.running[e] is not None and isa.engine_conflict(eff, self.running[e]) for e in others):
+        mays = [self.running[e] for e in others if self.running[e] is not None]
+        if "mmvec" in others and self.draining is not None:
+            mays.append(self.draining)
+        if not any(isa.engine_conflict(eff, may) for may in mays):
             return asm.overlap(words)
         self.t = max([self.t] + [self.free[e] for e in others])
         for e in others:
             self.running[e] = None
+            if e == "mmvec":
+                self.draining = None
         return words
 
     def transfer(self, words: list[int], note: str) -> int:
@@ -275,10 +286,28 @@ class _Emitter:
         if clashing:
             self._wait(self.transfers[clashing[-1]], f"wait: {note} conflicts with transfer {clashing[-1]}")
         engine = isa.ENGINE_OF[eff.unit]
-        self.t = max(self.t, self.free[engine])
+        before = self.mm_last if engine == "mmvec" else None
+        chained = eff.mm is not None and before is not None and isa.chain_conflict(eff, before[0]) is None
+        if chained:  # CHAIN: the engine takes it once the MM before it has made its last read
+            words = asm.chain(words)
+            self.t = max(self.t, before[1] + 1, self.mm_before_done + 1)
+        else:
+            self.t = max(self.t, self.free[engine])
         self.code += self._engines(words, eff, engine)
         self.notes.append(note)
-        self.free[engine] = self.t + eff.cycles + 1
+        cycles = eff.cycles
+        if eff.mm is not None and before is not None:
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm.gap)
+        if engine == "mmvec":
+            if chained and self.free[engine] > self.t + 1:
+                self.mm_before_done = self.free[engine] - 1
+                self.draining = self.running[engine]
+            else:
+                self.mm_before_done = -1
+                self.draining = None
+            self.mm_last = (eff, self.t + cycles - eff.cycles + eff.mm.front, self.t + cycles) \
+                if eff.mm is not None else None
+        self.free[engine] = self.t + cycles + 1
         self.running[engine] = eff
         self.t += 1
 
