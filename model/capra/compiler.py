@@ -347,18 +347,23 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
                                scales[n.name]) for n in graph.nodes.values()}
 
     families = _row_families(graph, tensors(), params)
-    compute, loads = _load_order(graph, families)
-    # two placements (the softmax's tensors in a bank group of their own, or with the other
-    # computed tensors): the one whose schedule ends first on the emitter's clock (performance
-    # only: both are right on any memory)
+    # two orders (matmuls that may chain one after another, or not) and two placements (the
+    # softmax's tensors in a bank group of their own, or with the other computed tensors): the one
+    # whose schedule ends first on the emitter's clock (performance only: all are right on any memory)
     best = None
-    for apart in (False, True):
-        placed = tensors()
-        _place_sram(graph, placed, loads, families, apart)
-        const_words, ext_words = _place_ext(graph, placed, consts, loads)
-        code, notes, cycles = _emit(graph, placed, params, compute, loads, families)
-        if best is None or cycles < best[0]:
-            best = (cycles, placed, code, notes, const_words, ext_words)
+    orders = {}
+    for chained in (False, True):
+        order = _load_order(graph, families, chained)
+        if [n.name for n in order[0]] not in orders.values():
+            orders[chained] = [n.name for n in order[0]]
+            for apart in (False, True):
+                compute, loads = order
+                placed = tensors()
+                _place_sram(graph, placed, loads, families, apart)
+                const_words, ext_words = _place_ext(graph, placed, consts, loads)
+                code, notes, cycles = _emit(graph, placed, params, compute, loads, families)
+                if best is None or cycles < best[0]:
+                    best = (cycles, placed, code, notes, const_words, ext_words)
     _cycles, placed, code, notes, const_words, ext_words = best
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
@@ -511,9 +516,10 @@ def _region_of(inside: dict[str, tuple[str, int]], name: str) -> str | None:
     return region
 
 
-def _load_order(graph: Graph, families: dict[str, _Family]) -> tuple[list[Node], list[str]]:
-    """The compute nodes in order (a family as its first member), and the constants and inputs in
-    the order they are first needed.
+def _load_order(graph: Graph, families: dict[str, _Family], chained: bool = True) -> tuple[list[Node], list[str]]:
+    """The compute nodes in order (a family as its first member; `chained`: the scheduler counts
+    on a matmul following an independent one as soon as it has made its last read), and the
+    constants and inputs in the order they are first needed.
 
     A load into a concat region counts as needed by the first node that writes into that region
     too: the DMA may not write a bank while compute writes it, so the cached rows must be in before
@@ -523,7 +529,7 @@ def _load_order(graph: Graph, families: dict[str, _Family]) -> tuple[list[Node],
     compute = [n for n in graph.nodes.values()
                if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax") and n.name not in later]
     loads = _loads_by_first_use(graph, compute, families)
-    compute = _ready_order(graph, compute, loads, families)
+    compute = _ready_order(graph, compute, loads, families, chained)
     return compute, _loads_by_first_use(graph, compute, families)
 
 
@@ -561,14 +567,17 @@ _ENGINE_OF_OP = {"matmul": "mmvec", "add": "mmvec", "mul": "mmvec", "relu": "mmv
                  "softmax": "smax"}
 
 
-def _node_cycles(graph: Graph, name: str, rows: int) -> int:
+def _node_cycles(graph: Graph, name: str, rows: int, front: bool = False) -> int:
     """A compute node's execute cycles (the engines' formulas), for `rows` rows of its output (a
-    family's members together); the scheduler's estimate, before placement (no bank clashes)."""
+    family's members together); the scheduler's estimate, before placement (no bank clashes).
+    With `front`: a matmul's cycles up to its last read, after which the engine takes a CHAIN MM
+    (other nodes: all their cycles)."""
     node = graph.nodes[name]
     cols = graph.shape(node.inputs[0])[1]
     if node.op == "matmul":
         flags = isa.MM_OUT8 | (0 if node.attrs["transpose_b"] else isa.MM_BROWS)
-        return isa.mm_cycles(rows, cols, node.shape[1], flags)
+        timing = isa.mm_timing(rows, cols, node.shape[1], flags)
+        return timing.front if front else timing.cycles
     if node.op == "softmax":
         return rows * (isa.smax_cycles(cols) + 1)
     if node.op == "argmax":
@@ -576,7 +585,8 @@ def _node_cycles(graph: Graph, name: str, rows: int) -> int:
     return isa.vec_cycles(cols, rows=rows)
 
 
-def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family]) -> list[Node]:
+def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family],
+                 chained: bool = True) -> list[Node]:
     """The compute nodes in dependency order by list scheduling on a rough clock: each time, the
     ready node that could start first, given when its loads arrive (the DMA brings `loads` in
     order, a beat a cycle), when the nodes it reads finish and when its engine is free; among
@@ -600,8 +610,9 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: 
         words += _words_of(graph, name)
         arrives[name] = -(-words // isa.EXT_WORDS) + cfg_latency
     ready_at = {n.name: max([arrives[s] for s in _needs(graph, n, inside, families)], default=0) for n in compute}
-    cycles = {n.name: _node_cycles(graph, n.name, sum(graph.shape(m)[0] for m in _members(families, n.name)))
-              for n in compute}
+    rows = {n.name: sum(graph.shape(m)[0] for m in _members(families, n.name)) for n in compute}
+    cycles = {n.name: _node_cycles(graph, n.name, rows[n.name]) for n in compute}
+    fronts = {n.name: _node_cycles(graph, n.name, rows[n.name], front=True) for n in compute}
     engine = {n.name: _ENGINE_OF_OP[n.op] for n in compute}
     users: dict[str, list[str]] = {n.name: [] for n in compute}
     for n in compute:
@@ -622,14 +633,24 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: 
     issue = 0  # the sequencer issues in order
     ordered: list[Node] = []
     waiting = list(compute)
+    # the matmul engine's last node if a matmul, and when it has made its last read: a matmul
+    # that does not read it may follow it then (CHAIN), so independent matmuls go one after another
+    mm_last: tuple[str, int] | None = None
+
     def start(n: Node, issue: int) -> int:
-        return max([issue, free[engine[n.name]], ready_at[n.name]] + [finish[d] for d in deps[n.name]])
+        takes = free[engine[n.name]]
+        if chained and n.op == "matmul" and mm_last is not None and mm_last[0] not in deps[n.name]:
+            takes = mm_last[1]
+        return max([issue, takes, ready_at[n.name]] + [finish[d] for d in deps[n.name]])
 
     while waiting:
         ready = [n for n in waiting if deps[n.name] <= finish.keys()]
         pick = min(ready, key=lambda n: (start(n, issue), -chain[n.name], order[n.name]))
-        issue = start(pick, issue) + 1
+        begins = start(pick, issue)
+        issue = begins + 1
         free[engine[pick.name]] = finish[pick.name] = issue + cycles[pick.name]
+        if engine[pick.name] == "mmvec":
+            mm_last = (pick.name, begins + fronts[pick.name] + 1) if pick.op == "matmul" else None
         ordered.append(pick)
         waiting.remove(pick)
     return ordered
