@@ -195,9 +195,13 @@ def _beside(mach: Machine, rng: random.Random) -> tuple[str | None, frozenset[in
     """Now and then, while one engine's last instruction may still run, an instruction for the
     other engine away from the bank groups it uses: (its kind, the groups to avoid); else (None,
     nothing). Random choices alone almost never find such a pair."""
-    if mach.mm_last is not None and rng.random() < 0.5:
-        # an MM behind the matmul engine's last MM, reading none of the words it writes: it may chain
-        return "mm", frozenset((mach.mm_last[1].writes // isa.SRAM_GROUP_WORDS).tolist())
+    if mach.mm_last is not None and rng.random() < 0.6:
+        written = frozenset((mach.mm_last[1].writes // isa.SRAM_GROUP_WORDS).tolist())
+        if rng.random() < 0.75:
+            # an MM behind the matmul engine's last MM, reading none of the words it writes: it may chain
+            return "mm", written
+        # one reading only the bank groups it writes, so often its results: it must wait for them
+        return "mm", frozenset(range(isa.SRAM_WORDS // isa.SRAM_GROUP_WORDS)) - written
     running = [(engine, last) for engine, last in mach.running.items() if last is not None]
     if not running or rng.random() < 0.2:
         return None, frozenset()
