@@ -47,6 +47,15 @@
 // write (a slot with nothing to write still takes its cycle).
 // G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
 // words until its last slot.
+// Back to back: in the cycle after an MM's last read (cycle `front` of its execute cycles) the
+// engine takes the next MM (`take`; ga2 starts one there only with CHAIN, and only when no third
+// would be here), while the back end drains the old one. What the back end uses is its own: the
+// tags of a read carry its form and reduction flags, the array's form changes with its layout,
+// each writer job names its MM's parameter bank (flags, bias, scale, row step, window) and the slot
+// stage hands its scale to the requant bank and its form to the write. The new MM's first B read
+// waits (in P_ATURN) until gap = max(G of the old one's last tile, 2N) cycles after the old one's
+// last read: the old results and bias words are read, and the old operands have left the edge
+// delays and the array's rows, before anything of the new one arrives (isa.mm_chain_pad).
 module ga2_mm #(
     parameter integer AW = 12  // scratchpad address bits (11..14)
 ) (

@@ -6,8 +6,9 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
 * Timing is deterministic by construction. The sequencer decodes one instruction per cycle and
   issues it as soon as the unit it goes to takes it. The two compute engines (``isa.ENGINES``: the
   matmul engine with the vector unit, which share the requant bank, and the softmax unit) each run
-  one instruction at a time for the cycles its formula gives, side by side: a LOAD, STORE or
-  compute instruction waits until the other engine is idle unless it has OVERLAP. DMA transfers run in the background
+  one instruction at a time for the cycles its formula gives, side by side (but the matmul engine
+  takes an MM with CHAIN once the MM before it has made its last read, ``isa.mm_chain_pad``): a
+  LOAD, STORE or compute instruction waits until the other engine is idle unless it has OVERLAP. DMA transfers run in the background
   (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the engine beat by beat
   on a memory that stalls on a ``dma.StallSchedule``, the configuration's ``ext_stall``): LOAD /
   STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and HALT until few enough
@@ -16,7 +17,8 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
   may run at once may touch the same scratchpad words or bank ports. A compute instruction may not
   conflict with a transfer that may still be in flight (``dma.conflict``); an instruction with
   OVERLAP may not conflict with the last instruction of the other engine if that one may still be
-  running (``isa.engine_conflict``). Either is a ``HazardError``. "May be in flight" and "may be
+  running (``isa.engine_conflict``); an MM with CHAIN may not read what the MM before it writes
+  (``isa.chain_conflict``). Each is a ``HazardError``. "May be in flight" and "may be
   running" are decided without a clock: only a WAIT keep, DMA_QUEUE later transfers, an
   instruction without OVERLAP or a later instruction of the same engine make an end certain.
 * Nothing depends on what a scratchpad held before the program: every word read (by a compute
