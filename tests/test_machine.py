@@ -124,7 +124,8 @@ def test_a_chained_matmul_starts_while_the_one_before_it_drains():
     docs/isa.md), and its first B read (its own cycle 3 + 4 = 7) waits until the first one's last
     read + max(G = 4 + 4 - 1, 2N = 8) + 1; the results are the same as one after the other."""
     data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
-    one, two = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True), asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
+    two = asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
     ext = list(range(7, 107))
     apart = Machine.with_ext(ext, 256, events=True)
     apart.run(data + one + two + asm.halt())

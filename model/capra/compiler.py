@@ -200,7 +200,8 @@ class _Emitter:
     the clock (``known_done``, ``running``), so that the program is right on any memory.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, chain: bool = True) -> None:
+        self.chain = chain  # set CHAIN on every MM that may take it (else on none)
         self.code: list[int] = []
         self.notes: list[str] = []
         self.t = 0  # cycle in which the next instruction is decoded
@@ -287,7 +288,8 @@ class _Emitter:
             self._wait(self.transfers[clashing[-1]], f"wait: {note} conflicts with transfer {clashing[-1]}")
         engine = isa.ENGINE_OF[eff.unit]
         before = self.mm_last if engine == "mmvec" else None
-        chained = eff.mm is not None and before is not None and isa.chain_conflict(eff, before[0]) is None
+        chained = (self.chain and eff.mm is not None and before is not None
+                   and isa.chain_conflict(eff, before[0]) is None)
         if chained:  # CHAIN: the engine takes it once the MM before it has made its last read
             words = asm.chain(words)
             self.t = max(self.t, before[1] + 1, self.mm_before_done + 1)
@@ -347,23 +349,27 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
                                scales[n.name]) for n in graph.nodes.values()}
 
     families = _row_families(graph, tensors(), params)
-    # two orders (matmuls that may chain one after another, or not) and two placements (the
-    # softmax's tensors in a bank group of their own, or with the other computed tensors): the one
-    # whose schedule ends first on the emitter's clock (performance only: all are right on any memory)
+    # two orders (matmuls that may chain one after another, or not), CHAIN wherever it may be set
+    # or nowhere (a chained matmul may hold back the other engine's next instruction, which waits
+    # for both matmuls), and two placements (the softmax's tensors in a bank group of their own, or
+    # with the other computed tensors): the one whose schedule ends first on the emitter's clock
+    # (performance only: all are right on any memory)
     best = None
-    orders = {}
-    for chained in (False, True):
-        order = _load_order(graph, families, chained)
-        if [n.name for n in order[0]] not in orders.values():
-            orders[chained] = [n.name for n in order[0]]
-            for apart in (False, True):
-                compute, loads = order
-                placed = tensors()
-                _place_sram(graph, placed, loads, families, apart)
-                const_words, ext_words = _place_ext(graph, placed, consts, loads)
-                code, notes, cycles = _emit(graph, placed, params, compute, loads, families)
-                if best is None or cycles < best[0]:
-                    best = (cycles, placed, code, notes, const_words, ext_words)
+    orders: list[list[str]] = []
+    for chained_order, chain in ((False, False), (False, True), (True, True)):
+        order = _load_order(graph, families, chained_order)
+        names = [n.name for n in order[0]]
+        if chained_order and names in orders:
+            continue
+        orders.append(names)
+        for apart in (False, True):
+            compute, loads = order
+            placed = tensors()
+            _place_sram(graph, placed, loads, families, apart)
+            const_words, ext_words = _place_ext(graph, placed, consts, loads)
+            code, notes, cycles = _emit(graph, placed, params, compute, loads, families, chain)
+            if best is None or cycles < best[0]:
+                best = (cycles, placed, code, notes, const_words, ext_words)
     _cycles, placed, code, notes, const_words, ext_words = best
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
@@ -869,7 +875,8 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
 
 
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
-          compute: list[Node], loads: list[str], families: dict[str, _Family]) -> tuple[list[int], list[str], int]:
+          compute: list[Node], loads: list[str], families: dict[str, _Family],
+          chain: bool = True) -> tuple[list[int], list[str], int]:
     """The instruction stream (see the module docstring), then the remaining stores and HALT; and
     the cycle the emitter's clock (the machine model's timing on the configured memory) says it ends."""
     inside = _concat_parents(graph)
@@ -884,7 +891,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
     for i, needed in enumerate(needs):
         for src in needed:
             first_use[src] = min(first_use[src], i)
-    out = _Emitter()
+    out = _Emitter(chain)
     issued = 0
     carrier: dict[int, int] = {}  # unit index -> the transfer that brings it
     stores = _store_groups(graph, tensors, compute, families)

@@ -8,7 +8,8 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
   matmul engine with the vector unit, which share the requant bank, and the softmax unit) each run
   one instruction at a time for the cycles its formula gives, side by side (but the matmul engine
   takes an MM with CHAIN once the MM before it has made its last read, ``isa.mm_chain_pad``): a
-  LOAD, STORE or compute instruction waits until the other engine is idle unless it has OVERLAP. DMA transfers run in the background
+  LOAD, STORE or compute instruction waits until the other engine is idle unless it has OVERLAP.
+  DMA transfers run in the background
   (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the engine beat by beat
   on a memory that stalls on a ``dma.StallSchedule``, the configuration's ``ext_stall``): LOAD /
   STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and HALT until few enough

@@ -214,7 +214,7 @@ async def test_ga2_mm_takes_the_next_matmul_while_one_drains(dut):
     second's waits for the first's operands to leave the array), and both must write their own
     results with their own flags, scale, bias and destination."""
     cycles, sram, r = await start_unit(dut, INPUTS, WINDOW)
-    for pair in range(PAIRS):
+    for _pair in range(PAIRS):
         place = Layout(r)
         small = [i for i in range(MATMULS) if i not in (1, 9)]  # (1 and 9: K = 1024, too big for two)
         one = await Matmul.make(sram, r, r.choice(small), place)
