@@ -15,7 +15,8 @@
 //   QCFG        set the quantization registers qa, qb, qs and the bias address (a unit copies them
 //               when it starts, so a QCFG never waits for one)
 //   MM/VEC/SMAX wait until the engine has finished its last instruction, start the unit in the
-//               issue cycle and go on
+//               issue cycle and go on; an MM with CHAIN (w0 bit 17) after an MM waits only until
+//               the matmul engine's front end is free (the MM before it has made its last read)
 //   LOAD, STORE, MM, VEC and SMAX first wait until every other engine is idle, unless they have
 //   OVERLAP (w0 bit 16): then they may start beside it.
 // Holding an instruction is counted: c4 while the DMA queue is full (or WAIT / HALT wait for
@@ -27,7 +28,7 @@
 //   ST_EXT_ADDR      a LOAD/STORE reaching a word at or past ext_limit (the words the memory has)
 //   ST_EXT_RESP      the memory answered with an error (RRESP/BRESP SLVERR or DECERR)
 //   ST_EXT_PROTOCOL  an answer that breaks the AXI protocol as the DMA uses it (rtl/dma.v)
-// Illegal: an unknown opcode, a reserved bit set, WAIT keeping QUEUE or more, and the fields that
+// Illegal: an unknown opcode, a reserved bit set, CHAIN on anything but MM, WAIT keeping QUEUE or more, and the fields that
 // would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns, an MM
 // without rows, reduction or columns, a reduction past GA2_MM_MAX_K or a column window outside the
 // matrix, a VEC of an unknown sub-op, a VEC or SMAX of no elements, a QCFG shift past GA2_MAX_SHIFT.
@@ -105,6 +106,7 @@ module ga2 (
     reg            sm_busy;            // the softmax engine runs one
     /* verilator lint_off UNUSEDSIGNAL */
     reg [IAW-1:0]  mv_pc, sm_pc;       // the instruction each engine runs: the testbench's timeline reads them
+    reg [IAW-1:0]  mv_pc_old;          // the MM draining in the matmul engine behind mv_pc's CHAIN MM
     /* verilator lint_on UNUSEDSIGNAL */
     reg [IAW-1:0]  pc;
     reg [15:0]     qa, qb;
@@ -178,8 +180,8 @@ module ga2 (
                             : (n_op == OP_QCFG)   ? (n_fc <= GA2_MAX_SHIFT[15:0])
                             : (n_op == OP_WAIT)   ? (n_cnt < GA2_DMA_QUEUE[15:0])
                             : 1'b1;
-    wire        n_legal = (n_op <= OP_SMAX) && (f0[19:17] == 3'd0) && (n_dma || n_op == OP_MM || f3[31:24] == 8'd0)
-                          && n_fields_ok && (!f0[16] || n_dma || n_compute);
+    wire        n_legal = (n_op <= OP_SMAX) && (f0[19:18] == 2'd0) && (n_dma || n_op == OP_MM || f3[31:24] == 8'd0)
+                          && n_fields_ok && (!f0[16] || n_dma || n_compute) && (!f0[17] || n_op == OP_MM);
 
     // the instruction register
     /* verilator lint_off UNUSEDSIGNAL */
@@ -201,6 +203,7 @@ module ga2 (
     wire [3:0]  sub   = w0[23:20];
     wire [15:0] cnt   = w0[15:0];
     wire        overlap = w0[16];
+    wire        chain   = w0[17];  // an MM that the matmul engine may take while the MM before it drains
     wire [15:0] fa = w1[15:0];
     wire [15:0] fb = w1[31:16];
     wire [15:0] fc = w2[15:0];
@@ -219,7 +222,9 @@ module ga2 (
                                     || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
                                     || (op == OP_HALT && inflight != {QW{1'b0}}));
     // a compute instruction waits for its engine; without OVERLAP for the others (a transfer: both), HALT for both
-    wire       own_busy   = on_sm ? sm_busy : mv_busy;
+    // (a CHAIN MM: until the matmul engine's front end is free, if its last instruction is an MM)
+    wire       mm_take, mm_more;
+    wire       own_busy   = on_sm ? sm_busy : (op == OP_MM && chain && mv_is_mm) ? (mv_busy && !mm_take) : mv_busy;
     wire       other_busy = !compute ? (mv_busy || sm_busy) : on_sm ? mv_busy : sm_busy;
     wire       hold_u = fetching && compute && own_busy;
     wire       hold_s = fetching && (((is_dma || compute) && !overlap && other_busy)
@@ -288,7 +293,8 @@ module ga2 (
         .win_first(w3[23:16]), .win_tiles(sub), .a_base(fa[SAW-1:0]), .b_base(fb[SAW-1:0]), .out_base(fc[SAW-1:0]),
         .out_stride(w3[31:24]), .qa(qa), .qs(qs), .qbias(qbias),
         .rd_mask(mm_mask), .rd_addr(mm_ra), .rd_data(mm_rd), .we(mm_we), .waddr(mm_wa), .wdata(mm_wd),
-        .done(mm_done), .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_busy(mm_rq_busy), .rq_y(rq_y)
+        .done(mm_done), .take(mm_take), .more(mm_more),
+        .rq_acc(mm_rq_acc), .rq_mult(mm_rq_mult), .rq_shift(mm_rq_shift), .rq_busy(mm_rq_busy), .rq_y(rq_y)
     );
 
     ga2_vec #(.AW(SAW)) u_vec (
@@ -331,7 +337,13 @@ module ga2 (
         .wd_en(dma_swe), .wd_addr(dma_swa), .wd_data(dma_swd)
     );
 
-    wire mv_done = is_mm ? mm_done : vec_done;  // the engine's last execute cycle
+    wire mv_done = is_mm ? mm_done : vec_done;  // an instruction's last execute cycle
+    // the engine's last one: a done of an MM with a CHAIN MM behind it leaves the engine busy
+    wire mv_last = mv_done && !(is_mm && mm_more);
+    // the instruction whose last execute cycle this is: the testbench's timeline reads it
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [IAW-1:0] mv_done_pc = (is_mm && mm_more) ? mv_pc_old : mv_pc;
+    /* verilator lint_on UNUSEDSIGNAL */
 
     // ---- sequencer and counters ----
     always @(posedge clk) begin
@@ -344,6 +356,7 @@ module ga2 (
             mv_is_mm <= 1'b0;
             sm_busy <= 1'b0;
             mv_pc <= {IAW{1'b0}};
+            mv_pc_old <= {IAW{1'b0}};
             sm_pc <= {IAW{1'b0}};
             pc <= {IAW{1'b0}};
             qa <= 16'd0;
@@ -374,7 +387,7 @@ module ga2 (
                     status_pc <= pc;
                 end
             end
-            if (mv_busy && mv_done) mv_busy <= 1'b0;
+            if (mv_busy && mv_last) mv_busy <= 1'b0;
             if (sm_busy && sm_done) sm_busy <= 1'b0;
             if (go) begin
                 if (!known_op) begin
@@ -391,6 +404,7 @@ module ga2 (
                     mv_busy <= 1'b1;
                     mv_is_mm <= (op == OP_MM);
                     mv_pc <= pc;
+                    mv_pc_old <= mv_pc;
                 end else if (op == OP_QCFG) begin
                     qa <= fa;
                     qb <= fb;

@@ -47,6 +47,15 @@
 // write (a slot with nothing to write still takes its cycle).
 // G keeps a pass's results in `res` until the writer has read them and, with BIAS, the pass's bias
 // words until its last slot.
+// Back to back: in the cycle after an MM's last read (cycle `front` of its execute cycles) the
+// engine takes the next MM (`take`; ga2 starts one there only with CHAIN, and only when no third
+// would be here), while the back end drains the old one. What the back end uses is its own: the
+// tags of a read carry its form and reduction flags, the array's form changes with its layout,
+// each writer job names its MM's parameter bank (flags, bias, scale, row step, window) and the slot
+// stage hands its scale to the requant bank and its form to the write. The new MM's first B read
+// waits (in P_ATURN) until gap = max(G of the old one's last tile, 2N) cycles after the old one's
+// last read: the old results and bias words are read, and the old operands have left the edge
+// delays and the array's rows, before anything of the new one arrives (isa.mm_chain_pad).
 module ga2_mm #(
     parameter integer AW = 12  // scratchpad address bits (11..14)
 ) (
@@ -72,7 +81,9 @@ module ga2_mm #(
     output wire         we,
     output wire [AW-1:0]  waddr,
     output wire [31:0]  wdata,
-    output wire         done,
+    output wire         done,         // an MM's last write
+    output wire         take,         // the front end takes a start (idle, or the one MM here drains)
+    output wire         more,         // two MMs are here: a `done` now is the older one's
     // the requant bank (four requant pipelines in ga2, shared with the vector unit): four int32
     // lanes in, four int8 lanes out five cycles later
     output wire [127:0] rq_acc,
@@ -243,6 +254,34 @@ module ga2_mm #(
         end
     end
 
+    // ------------------------------------------------------- two MMs: one draining, the next in front
+    // The front end (the read sequencer above and below) takes the next MM once this one has made
+    // its last read, while the back end (the array, the writer's job queue, the slot stage and the
+    // requant bank) still finishes it: the back end carries each MM's own parameters (the tags of a
+    // read, the array's form, the jobs' parameter bank). At most two MMs are here at once. The next
+    // MM's first B read waits until chain_gap cycles after the last read of the MM before it
+    // (chain_wait, checked in P_ATURN): the old results and bias words leave the array and the bias
+    // registers in time (G), and the old operands the array's edges and rows before its layout
+    // changes (2N).
+    localparam integer LAYOUT_GAP = 2 * N;
+    reg          fpar;                // the front's MM: its parameter bank (the writer's, below)
+    reg [1:0]    inflight;            // MMs started and not done
+    reg [WB-1:0] chain_wait;          // counts down from chain_gap at an MM's last read
+    wire [WB-1:0] chain_gap = (t_gap > LAYOUT_GAP[WB-1:0]) ? t_gap : LAYOUT_GAP[WB-1:0];
+    wire         front_end;           // the MM's last read (below)
+    always @(posedge clk) begin
+        if (rst) begin
+            inflight <= 2'd0;
+            chain_wait <= {WB{1'b0}};
+        end else begin
+            inflight <= inflight + {1'b0, start} - {1'b0, done};
+            if (front_end) chain_wait <= chain_gap;
+            else if (chain_wait != {WB{1'b0}}) chain_wait <= chain_wait - {{(WB-1){1'b0}}, 1'b1};
+        end
+    end
+    assign take = (phase == P_IDLE) || ((phase == P_DRAIN) && (inflight == 2'd1));
+    assign more = (inflight == 2'd2);
+
     // the pass's width and where the next one starts
     wire [4:0]  t_cols      = brows ? cols_of(t_g) : N[4:0];
     wire        half_pass   = (HALF != 0) && (t_cols == 5'd2);     // two columns: half an output word
@@ -255,6 +294,7 @@ module ga2_mm #(
     wire        in_bias     = (phase == P_BREAD) && !in_b;
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads_m1);
     wire        last_b      = in_b && (cnt == b_reads_m1);
+    assign front_end = pass_end && !more_passes && !more_tiles;
 
     // the pass's valid columns (bit p: column 4*tile + 2*half + p lies below M and in the window;
     // in the dot form column p is array row p's B row) and valid line words (BROWS)
@@ -327,6 +367,7 @@ module ga2_mm #(
     always @(posedge clk) begin
         if (rst) begin
             phase <= P_IDLE;
+            fpar <= 1'b0;
             fl <= 4'd0;
             rt_all <= {RB{1'b0}};
             kl <= 16'd0;
@@ -363,7 +404,7 @@ module ga2_mm #(
             pass_cols <= {PC{1'b0}};
         end else begin
             case (phase)
-                P_IDLE: if (start) begin
+                P_IDLE, P_DRAIN: if (start) begin
                     fl <= flags;
                     kl <= k_len;
                     mt <= m_total;
@@ -381,7 +422,10 @@ module ga2_mm #(
                                                  : {8'd0, win_first} + {12'd0, win_tiles};
                     r_left <= r_total;
                     rt_all <= rows_of(r_total);
+                    fpar <= !fpar;
                     phase <= P_SETUP;
+                end else if (phase == P_DRAIN && done && !more) begin
+                    phase <= P_IDLE;
                 end
                 P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
                     b_first <= b_r + (brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00});
@@ -408,15 +452,17 @@ module ga2_mm #(
                     end
                     if (a_last) phase <= P_ATURN;
                 end
-                P_ATURN: begin  // the tile's first pass comes next
+                P_ATURN: begin  // the tile's first pass comes next (after the MM before it has left the array)
                     b_ptr <= brows ? b_r : b_first;
                     d_line <= b_first;
                     d_addr <= b_first;
                     begin_pass(t_first, 1'b0, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
-                    phase <= P_BREAD;
-                    in_b <= 1'b1;
+                    if (chain_wait <= {{(WB-1){1'b0}}, 1'b1}) begin
+                        phase <= P_BREAD;
+                        in_b <= 1'b1;
+                    end
                 end
                 P_BPAD: begin
                     cnt <= cnt - 11'd1;
@@ -464,7 +510,6 @@ module ga2_mm #(
                         end
                     end
                 end
-                P_DRAIN: if (done) phase <= P_IDLE;
                 default: phase <= P_IDLE;
             endcase
         end
@@ -483,6 +528,8 @@ module ga2_mm #(
     reg          tg1_bl, tg2_bl;
     reg [PC-1:0] tg1_cols, tg2_cols;
     reg [RB-1:0] tg1_rt, tg2_rt;
+    // worked out from the front's parameters in stage 1, when they are still the read's MM's
+    reg          tg2_brows, tg2_kin, tg2_dlast;
     always @(posedge clk) begin
         if (rst) begin
             tg1_kind <= T_NONE;
@@ -505,6 +552,9 @@ module ga2_mm #(
             tg2_cols <= {PC{1'b0}};
             tg1_rt <= {RB{1'b0}};
             tg2_rt <= {RB{1'b0}};
+            tg2_brows <= 1'b0;
+            tg2_kin <= 1'b0;
+            tg2_dlast <= 1'b0;
         end else if (run) begin
             tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
             tg1_arow <= a_row;
@@ -526,6 +576,9 @@ module ga2_mm #(
             tg2_bl <= tg1_bl;
             tg2_cols <= tg1_cols;
             tg2_rt <= tg1_rt;
+            tg2_brows <= brows;
+            tg2_kin <= {6'd0, tg1_k} < kl;
+            tg2_dlast <= {{PB{1'b0}}, tg1_k[9:PB]} == {1'b0, dot_lines} - 10'd1;
         end
     end
 
@@ -547,7 +600,7 @@ module ga2_mm #(
     wire            step_b   = (tg2_kind == T_B);
     // dot pads K to a multiple of 4*DOTW: A's lanes past K enter as zero, so B's (whatever they
     // hold) add nothing to the sums
-    wire            k_in     = {6'd0, tg2_k} < kl;
+    wire            k_in     = tg2_kin;
     wire [PB-1:0]   dot_r2   = tg2_k[PB-1:0];
     wire [9-PB:0]   dot_l2   = tg2_k[9:PB];
     wire [N*8-1:0]     a_next;
@@ -568,8 +621,8 @@ module ga2_mm #(
     // lane of its group be nonzero (the value is the same): a simulator that evaluates every block
     // every cycle then merges the lanes under one test, false while no B step arrives.
     wire a_any = step_b && k_in;           // an A step: lanes below rt carry rowmem's bytes
-    wire d_any = step_b && !brows;         // a dot-form step: one row's B row arrives
-    wire b_any = step_b && brows;          // a BROWS step: the pass's columns carry the line
+    wire d_any = step_b && !tg2_brows;     // a dot-form step: one row's B row arrives
+    wire b_any = step_b && tg2_brows;      // a BROWS step: the pass's columns carry the line
     assign b_next = b_any ? (b_line & b_cols_mask) : {BE*8{1'b0}};
     genvar ge, gc;
     generate
@@ -580,7 +633,7 @@ module ga2_mm #(
                                                         : {8'd0, sr_v[ge*SRB*8 + 8 +: SRB*8-8]};
             assign srf_next[ge*SRB +: SRB] = load ? {{(SRB-1){1'b0}}, dot_l2 == 0}
                                                      : {1'b0, srf_v[ge*SRB + 1 +: SRB-1]};
-            assign srl_next[ge*SRB +: SRB] = load ? {{{PB{1'b0}}, dot_l2} == {1'b0, dot_lines} - 10'd1, {(SRB-1){1'b0}}}
+            assign srl_next[ge*SRB +: SRB] = load ? {tg2_dlast, {(SRB-1){1'b0}}}
                                                      : {1'b0, srl_v[ge*SRB + 1 +: SRB-1]};
         end
         for (gc = 0; gc < BE; gc = gc + 1) begin : g_blane
@@ -716,15 +769,18 @@ module ga2_mm #(
     reg [N*NB-1:0] lay_lane;           // row i at bits NB*i+NB-1:NB*i
     reg [N*GB-1:0] lay_group;          // row i at bits GB*i+GB-1:GB*i
     reg [N-1:0]    lay_inj;
+    reg            arr_brows;          // the array's form (BROWS or dot), changed with its layout
     integer i;
     always @(posedge clk) begin
         if (rst) begin
             lay_lane <= {N*NB{1'b0}};
             lay_group <= {N*GB{1'b0}};
             lay_inj <= {N{1'b0}};
+            arr_brows <= 1'b0;
         end else if (step_b && tg2_new) begin
+            arr_brows <= tg2_brows;
             for (i = 0; i < N; i = i + 1) begin
-                if (brows) begin
+                if (tg2_brows) begin
                     {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, groups_of(tg2_rt));
                 end else begin
                     lay_lane[i*NB +: NB] <= i[NB-1:0];
@@ -742,11 +798,11 @@ module ga2_mm #(
     genvar gr, gt;
     generate
         for (gr = 0; gr < N; gr = gr + 1) begin : g_left
-            always @* a_left[gr*8 +: 8] = brows ? a_del[lay_lane[gr*NB +: NB]] : sr_v[gr*SRB*8 +: 8];
-            always @* first_left[gr] = brows ? af_del[lay_lane[gr*NB +: NB]] : srf_v[gr*SRB];
-            always @* last_left[gr] = brows ? al_del[lay_lane[gr*NB +: NB]] : srl_v[gr*SRB];
+            always @* a_left[gr*8 +: 8] = arr_brows ? a_del[lay_lane[gr*NB +: NB]] : sr_v[gr*SRB*8 +: 8];
+            always @* first_left[gr] = arr_brows ? af_del[lay_lane[gr*NB +: NB]] : srf_v[gr*SRB];
+            always @* last_left[gr] = arr_brows ? al_del[lay_lane[gr*NB +: NB]] : srl_v[gr*SRB];
             for (gt = 0; gt < N; gt = gt + 1) begin : g_top
-                always @* b_inj[(gr*N+gt)*8 +: 8] = brows ? b_del[{lay_group[gr*GB +: GB], gt[NB-1:0]}] :
+                always @* b_inj[(gr*N+gt)*8 +: 8] = arr_brows ? b_del[{lay_group[gr*GB +: GB], gt[NB-1:0]}] :
                                                  (gr == 0) ? a_del[gt] : 8'd0;
             end
         end
@@ -781,7 +837,30 @@ module ga2_mm #(
     reg          jq_half [0:JOBS-1];
     reg          jq_hp   [0:JOBS-1];
     reg          jq_last [0:JOBS-1];
+    reg          jq_par  [0:JOBS-1];  // its MM's parameter bank
+    reg          jq_o8   [0:JOBS-1];  // its MM's OUT8 and BROWS (the slot's PEs are worked out as it pops)
+    reg          jq_br   [0:JOBS-1];
     reg [1:0]    jq_wp, jq_rp;
+    // the parameter banks: the writer's view of the MM in front (bank fpar, written in its setup
+    // cycle) and of the MM before it, which may still drain (the other bank)
+    reg          bk_relu [0:1];
+    reg          bk_bias [0:1];
+    reg [15:0]   bk_mt   [0:1];
+    reg [15:0]   bk_tend [0:1];
+    reg [AW-1:0] bk_step [0:1];
+    reg [15:0]   bk_qa   [0:1];
+    reg [5:0]    bk_qs   [0:1];
+    always @(posedge clk) begin
+        if (phase == P_SETUP) begin
+            bk_relu[fpar] <= relu;
+            bk_bias[fpar] <= biasf;
+            bk_mt[fpar] <= mt;
+            bk_tend[fpar] <= t_end;
+            bk_step[fpar] <= row_step;
+            bk_qa[fpar] <= qa_r;
+            bk_qs[fpar] <= qs_r;
+        end
+    end
     reg [READ_TO_RES-1:0] jq_go;      // bit d: a pass ended d+1 cycles ago
     wire         job_push = last_b;
     wire         job_pop  = jq_go[READ_TO_RES-2];
@@ -797,6 +876,11 @@ module ga2_mm #(
     reg          w_half, w_hp, w_last;
     reg [NB-1:0] w_ar;
     reg [3:0]    w_pw;
+    // the job's MM's parameters, taken as it pops
+    reg          w_out8, w_brows, w_relu, w_biasf;
+    reg [15:0]   w_mt, w_tend, w_qa;
+    reg [AW-1:0] w_step;
+    reg [5:0]    w_qs;
     always @(posedge clk) begin
         if (rst) begin
             jq_wp <= 2'd0;
@@ -814,6 +898,15 @@ module ga2_mm #(
             w_last <= 1'b0;
             w_ar <= {NB{1'b0}};
             w_pw <= 4'd0;
+            w_out8 <= 1'b0;
+            w_brows <= 1'b0;
+            w_relu <= 1'b0;
+            w_biasf <= 1'b0;
+            w_mt <= 16'd0;
+            w_tend <= 16'd0;
+            w_qa <= 16'd0;
+            w_step <= {AW{1'b0}};
+            w_qs <= 6'd0;
         end else if (run) begin
             jq_go <= {jq_go[READ_TO_RES-2:0], job_push};
             if (job_push) begin
@@ -824,6 +917,9 @@ module ga2_mm #(
                 jq_half[jq_wp] <= half;
                 jq_hp[jq_wp] <= half_pass;
                 jq_last[jq_wp] <= !more_passes && !more_tiles;
+                jq_par[jq_wp] <= fpar;
+                jq_o8[jq_wp] <= out8;
+                jq_br[jq_wp] <= brows;
                 jq_wp <= jq_wp + 2'd1;
             end
             if (job_pop) begin
@@ -837,6 +933,15 @@ module ga2_mm #(
                 w_half <= jq_half[jq_rp];
                 w_hp <= jq_hp[jq_rp];
                 w_last <= jq_last[jq_rp];
+                w_out8 <= jq_o8[jq_rp];
+                w_brows <= jq_br[jq_rp];
+                w_relu <= bk_relu[jq_par[jq_rp]];
+                w_biasf <= bk_bias[jq_par[jq_rp]];
+                w_mt <= bk_mt[jq_par[jq_rp]];
+                w_tend <= bk_tend[jq_par[jq_rp]];
+                w_qa <= bk_qa[jq_par[jq_rp]];
+                w_step <= bk_step[jq_par[jq_rp]];
+                w_qs <= bk_qs[jq_par[jq_rp]];
                 w_ar <= {NB{1'b0}};
                 w_pw <= 4'd0;
                 jq_rp <= jq_rp + 2'd1;
@@ -849,7 +954,7 @@ module ga2_mm #(
                     w_rowadr <= w_out;
                 end else begin
                     w_ar <= w_ar + 1'b1;
-                    w_rowadr <= w_rowadr + row_step;
+                    w_rowadr <= w_rowadr + w_step;
                 end
             end
         end
@@ -879,6 +984,8 @@ module ga2_mm #(
     wire [3:0]    pw_n   = job_pop ? 4'd0 : w_wrap ? w_pw + 4'd1 : w_pw;
     wire [NB-1:0] rt_n   = job_pop ? jq_rt[jq_rp][NB-1:0] : w_rt[NB-1:0];  // rt = N: one group
     wire          hp_n   = job_pop ? jq_hp[jq_rp] : w_hp;
+    wire          o8_n   = job_pop ? jq_o8[jq_rp] : w_out8;
+    wire          br_n   = job_pop ? jq_br[jq_rp] : w_brows;
     wire [17:0] s_col0 = {w_tile, 2'b00} + {16'd0, w_half, 1'b0};  // the pass's first column
     wire [17:0] s_col32 = s_col0 + {14'd0, w_pw};                     // int32: the slot's column
     reg  [31:0] lane_val [0:3];
@@ -887,22 +994,22 @@ module ga2_mm #(
     generate
         for (gl = 0; gl < 4; gl = gl + 1) begin : g_lane
             // the next slot's PE and bias word of this lane, registered
-            wire [5:0]    p_n   = !out8 ? {2'b00, pw_n} : hp_n ? gl : {1'b0, pw_n[2:0], 2'b00} + gl;
+            wire [5:0]    p_n   = !o8_n ? {2'b00, pw_n} : hp_n ? gl : {1'b0, pw_n[2:0], 2'b00} + gl;
             wire [NB-1:0] grp_n = p_n[NB +: NB];                // below GMAX
             reg  [NB-1:0] pe_r, pe_c, bias_sel;
             always @(posedge clk) begin
                 if (run) begin
-                    pe_r <= brows ? times_mod_n(grp_n, rt_n) + ar_n : p_n[NB-1:0];
-                    pe_c <= brows ? p_n[NB-1:0] : ar_n;
+                    pe_r <= br_n ? times_mod_n(grp_n, rt_n) + ar_n : p_n[NB-1:0];
+                    pe_c <= br_n ? p_n[NB-1:0] : ar_n;
                     bias_sel <= p_n[NB-1:0];
                 end
             end
-            wire [5:0]    p     = !out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], gl[1:0]};
+            wire [5:0]    p     = !w_out8 ? {2'b00, w_pw} : w_hp ? gl : {1'b0, w_pw[2:0], gl[1:0]};
             wire [17:0]   col   = s_col0 + {12'd0, p};
             // lanes 1..3 carry int8 results only, and a half pass fills two lanes
-            wire          used  = (gl == 0) || (out8 && !(w_hp && gl >= 2));
-            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel], biasf, relu) : 32'd0;
-            always @* lane_ok[gl] = used && (col < {2'b00, mt});
+            wire          used  = (gl == 0) || (w_out8 && !(w_hp && gl >= 2));
+            always @* lane_val[gl] = used ? finish(res[{pe_r, pe_c}*32 +: 32], bias_l[bias_sel], w_biasf, w_relu) : 32'd0;
+            always @* lane_ok[gl] = used && (col < {2'b00, w_mt});
         end
     endgenerate
 
@@ -912,6 +1019,9 @@ module ga2_mm #(
     reg          w1_ok, w1_last, w1_h0, w1_h1;
     reg [NB-1:0] w1_ar;
     reg [AW-1:0] w1_addr;
+    reg          w1_o8;
+    reg [15:0]   w1_qa;
+    reg [5:0]    w1_qs;
     integer q;
     always @(posedge clk) begin
         if (rst) begin
@@ -921,17 +1031,20 @@ module ga2_mm #(
             w1_h1 <= 1'b0;
         end else if (run) begin
             // an int8 word inside the window, or an int32 result below M and inside the window
-            w1_ok <= w_on && (out8 ? ((w_tile + (w_hp ? 16'd0 : {12'd0, w_pw})) < t_end)
-                                   : ((s_col32 < {2'b00, mt}) && (s_col32[17:2] < t_end)));
+            w1_ok <= w_on && (w_out8 ? ((w_tile + (w_hp ? 16'd0 : {12'd0, w_pw})) < w_tend)
+                                     : ((s_col32 < {2'b00, w_mt}) && (s_col32[17:2] < w_tend)));
             w1_last <= w_on && w_last && (w_slot == w_w - 1'b1);
-            w1_h0 <= (HALF != 0) && out8 && w_hp && !w_half;
-            w1_h1 <= (HALF != 0) && out8 && w_hp && w_half;
+            w1_h0 <= (HALF != 0) && w_out8 && w_hp && !w_half;
+            w1_h1 <= (HALF != 0) && w_out8 && w_hp && w_half;
         end
         if (w_on) begin
             for (q = 0; q < 4; q = q + 1) w1_val[q] <= lane_val[q];
             w1_lanes <= lane_ok;
             w1_ar <= w_ar;
-            w1_addr <= w_rowadr + (out8 ? w_tile[AW-1:0] + (w_hp ? {AW{1'b0}} : {{(AW-4){1'b0}}, w_pw})
+            w1_o8 <= w_out8;
+            w1_qa <= w_qa;
+            w1_qs <= w_qs;
+            w1_addr <= w_rowadr + (w_out8 ? w_tile[AW-1:0] + (w_hp ? {AW{1'b0}} : {{(AW-4){1'b0}}, w_pw})
                                         : s_col32[AW-1:0]);
         end
     end
@@ -939,16 +1052,22 @@ module ga2_mm #(
     // requantize the four lanes in the requant bank; the slot's address, lanes and int32 value
     // keep pace in one shift register (RQ stages of value, lanes, address, row, half, ok, last)
     assign rq_acc   = {w1_val[3], w1_val[2], w1_val[1], w1_val[0]};
-    assign rq_mult  = qa_r;
-    assign rq_shift = qs_r;
+    assign rq_mult  = w1_qa;
+    assign rq_shift = w1_qs;
     localparam integer RQ = WR_LAT - 1;  // requant's latency
     localparam integer DW = 32 + 4 + AW + NB + 4;
     reg  [RQ*DW-1:0] d_v;                // stage s (1..RQ) at bits (s-1)*DW: {last, ok, h1, h0, row, address, lanes, value}
     wire [DW-1:0]    d_in  = {w1_last, w1_ok, w1_h1, w1_h0, w1_ar, w1_addr, w1_lanes, w1_val[0]};
     wire [DW-1:0]    d_out = d_v[(RQ-1)*DW +: DW];
+    reg  [RQ-1:0]    d_o8v;              // and the slot's OUT8, stage s at bit s-1
     always @(posedge clk) begin
-        if (rst) d_v <= {RQ*DW{1'b0}};
-        else if (run) d_v <= {d_v[(RQ-1)*DW-1:0], d_in};
+        if (rst) begin
+            d_v <= {RQ*DW{1'b0}};
+            d_o8v <= {RQ{1'b0}};
+        end else if (run) begin
+            d_v <= {d_v[(RQ-1)*DW-1:0], d_in};
+            d_o8v <= {d_o8v[RQ-2:0], w1_o8};
+        end
     end
     // the requant bank advances while a slot is on its way through it
     reg  [RQ-1:0] d_oks;
@@ -980,7 +1099,7 @@ module ga2_mm #(
     endgenerate
     assign we    = d_out[DW-2] && !d_h0;
     assign waddr = d_out[36 +: AW];
-    assign wdata = out8 ? word_out : d_out[31:0];
+    assign wdata = d_o8v[RQ-1] ? word_out : d_out[31:0];
     assign done  = d_out[DW-1];
 endmodule
 `default_nettype wire

@@ -118,6 +118,42 @@ def test_overlap_where_the_engines_conflict_is_rejected_naming_the_kind(first, s
         run_program(data + first + asm.overlap(second) + asm.halt(), ext, 64)
 
 
+def test_a_chained_matmul_starts_while_the_one_before_it_drains():
+    """Two independent one-row matmuls, the second with CHAIN: the engine takes it in the cycle
+    after the first one's last read (1 setup + 5 of A load + 16 B reads = 22 execute cycles:
+    docs/isa.md), and its first B read (its own cycle 3 + 4 = 7) waits until the first one's last
+    read + max(G = 4 + 4 - 1, 2N = 8) + 1; the results are the same as one after the other."""
+    data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
+    one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
+    two = asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    ext = list(range(7, 107))
+    apart = Machine.with_ext(ext, 256, events=True)
+    apart.run(data + one + two + asm.halt())
+    chained = Machine.with_ext(ext, 256, events=True)
+    chained.run(data + one + asm.chain(two) + asm.halt())
+    go = {e.pc: e.cycle for e in chained.events if e.kind == "go"}
+    done = {e.pc: e.cycle for e in chained.events if e.kind == "done"}
+    assert go[4] == go[3] + 22 + 1
+    first_read = max(go[4] + 7, go[3] + 22 + 8 + 1)
+    assert done[4] - go[4] == 40 + (first_read - (go[4] + 7))
+    assert chained.counters.mm_busy == done[4] - go[3]  # c2: cycles some MM executes
+    assert chained.counters.hold_unit == apart.counters.hold_unit - (40 + 1 - 23)
+    assert (chained.sram == apart.sram).all() and (chained.ext == apart.ext).all()
+
+
+def test_chain_on_a_matmul_that_reads_the_one_before_it_is_rejected():
+    data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
+    one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
+    reads_it = asm.mm(1100, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    run_program(data + one + reads_it + asm.halt(), list(range(100)), 256)  # without CHAIN it waits: fine
+    with pytest.raises(HazardError, match="instruction 4 RAW: reads scratchpad word 1100, which instruction 3 "
+                                          r"\(the MM before it\) writes, and that may still be draining"):
+        run_program(data + one + asm.chain(reads_it) + asm.halt(), list(range(100)), 256)
+    with pytest.raises(ProgramError, match="CHAIN is set on vec: only MM takes it"):
+        run_program(data + [asm.vec(isa.VEC_COPY, 0, 300, 8)[0] | isa.CHAIN_BIT, *asm.vec(isa.VEC_COPY, 0, 300, 8)[1:]]
+                    + asm.halt(), list(range(100)), 256)
+
+
 def test_overlap_only_on_the_instructions_that_take_it():
     for words in (asm.wait(), asm.qcfg(qa=1), asm.halt()):
         with pytest.raises(ProgramError, match="OVERLAP is set on"):

@@ -55,9 +55,17 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
     seen = Counter()
     for rec in suite:
         code = rec.code
+        qbias, before = 0, None  # the last QCFG's bias address; the matmul engine's last MM
         for i in range(0, len(code), 4):
             ins = isa.Instr.decode(code[i : i + 4])
+            if ins.op == isa.OP_QCFG:
+                qbias = ins.d
             if ins.op == isa.OP_MM:
+                eff = isa.effects(ins, qbias=qbias)
+                if before is not None:  # back-to-back MMs: behind one that drains, or reading its words
+                    seen["MM chained"] += bool(ins.chain)
+                    seen["MM after the MM it reads"] += bool(eff.read_set & before.write_set)
+                before = eff
                 seen["R>4"] += ins.cnt > 4
                 seen["R=9"] += ins.cnt == 9
                 seen["K=1"] += ins.d == 1
@@ -69,12 +77,13 @@ def test_random_programs_cover_the_matmul_and_vector_corners(suite):
                 seen["window"] += bool(ins.sub or isa.mm_fields(ins).first)
                 seen["stride"] += bool(isa.mm_fields(ins).stride)
             if ins.op == isa.OP_VEC:
+                before = None
                 seen["bank clash"] += (isa.vec_clashes(ins.cnt, ins.a, ins.b, isa.vec_rows(ins)) > 0
                                        and isa.VEC_OPS[ins.sub].reads_b)
                 seen["VEC rows"] += isa.vec_rows(ins) > 1
                 seen["argmax rows"] += isa.vec_rows(ins) > 1 and ins.sub == isa.VEC_ARGMAX
     corners = ("R>4", "R=9", "K=1", "K%4", "M=1", "BIAS", "RELU", "BROWS", "int32", "window", "stride",
-               "bank clash", "VEC rows", "argmax rows")
+               "bank clash", "VEC rows", "argmax rows", "MM chained", "MM after the MM it reads")
     short = {k: seen[k] for k in corners if seen[k] < 5}
     assert not short, f"corners the random programs rarely reach: {short}"
 

@@ -87,3 +87,12 @@ def overlap(words: list[int]) -> list[int]:
     if ins.op not in isa.OVERLAP_OPS:
         raise ValueError(f"overlap: {isa.OP_NAMES.get(ins.op, ins.op)} does not take OVERLAP")
     return [words[0] | isa.OVERLAP_BIT, *words[1:]]
+
+
+def chain(words: list[int]) -> list[int]:
+    """The same MM with CHAIN: it may start while the MM before it in the matmul engine drains
+    (docs/isa.md says when a program may set it: when it reads no word that MM writes)."""
+    ins = Instr.decode(words)
+    if ins.op != isa.OP_MM:
+        raise ValueError(f"chain: {isa.OP_NAMES.get(ins.op, ins.op)} does not take CHAIN")
+    return [words[0] | isa.CHAIN_BIT, *words[1:]]

@@ -200,7 +200,8 @@ class _Emitter:
     the clock (``known_done``, ``running``), so that the program is right on any memory.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, chain: bool = True) -> None:
+        self.chain = chain  # set CHAIN on every MM that may take it (else on none)
         self.code: list[int] = []
         self.notes: list[str] = []
         self.t = 0  # cycle in which the next instruction is decoded
@@ -209,6 +210,12 @@ class _Emitter:
         self.known_done = 0  # transfers 0 .. known_done - 1 have ended on any memory (WAITs, a full queue)
         self.free = dict.fromkeys(isa.ENGINES, 0)  # first cycle each engine takes an instruction
         self.running: dict[str, isa.Effects | None] = dict.fromkeys(isa.ENGINES)  # last instruction, if it may run
+        # the matmul engine's last instruction if an MM (its effects, the cycles of its last read and
+        # its last write), the last write of the MM before it, and that MM if it may still drain
+        # beside the last one: what a CHAIN MM waits for, as in the machine model
+        self.mm_last: tuple[isa.Effects, int, int] | None = None
+        self.mm_before_done = -1
+        self.draining: isa.Effects | None = None
         self.qbias = 0  # the bias address of the last QCFG (an MM with BIAS reads there)
 
     def emit(self, words: list[int], note: str) -> None:
@@ -225,11 +232,16 @@ class _Emitter:
         another engine that may still be running (``isa.engine_conflict``); without it, the clock
         moves to where the other engines are idle."""
         others = [e for e in isa.ENGINES if e != engine]
-        if not any(self.running[e] is not None and isa.engine_conflict(eff, self.running[e]) for e in others):
+        mays = [self.running[e] for e in others if self.running[e] is not None]
+        if "mmvec" in others and self.draining is not None:
+            mays.append(self.draining)
+        if not any(isa.engine_conflict(eff, may) for may in mays):
             return asm.overlap(words)
         self.t = max([self.t] + [self.free[e] for e in others])
         for e in others:
             self.running[e] = None
+            if e == "mmvec":
+                self.draining = None
         return words
 
     def transfer(self, words: list[int], note: str) -> int:
@@ -275,10 +287,29 @@ class _Emitter:
         if clashing:
             self._wait(self.transfers[clashing[-1]], f"wait: {note} conflicts with transfer {clashing[-1]}")
         engine = isa.ENGINE_OF[eff.unit]
-        self.t = max(self.t, self.free[engine])
+        before = self.mm_last if engine == "mmvec" else None
+        chained = (self.chain and eff.mm is not None and before is not None
+                   and isa.chain_conflict(eff, before[0]) is None)
+        if chained:  # CHAIN: the engine takes it once the MM before it has made its last read
+            words = asm.chain(words)
+            self.t = max(self.t, before[1] + 1, self.mm_before_done + 1)
+        else:
+            self.t = max(self.t, self.free[engine])
         self.code += self._engines(words, eff, engine)
         self.notes.append(note)
-        self.free[engine] = self.t + eff.cycles + 1
+        cycles = eff.cycles
+        if eff.mm is not None and before is not None:
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm.gap)
+        if engine == "mmvec":
+            if chained and self.free[engine] > self.t + 1:
+                self.mm_before_done = self.free[engine] - 1
+                self.draining = self.running[engine]
+            else:
+                self.mm_before_done = -1
+                self.draining = None
+            self.mm_last = (eff, self.t + cycles - eff.cycles + eff.mm.front, self.t + cycles) \
+                if eff.mm is not None else None
+        self.free[engine] = self.t + cycles + 1
         self.running[engine] = eff
         self.t += 1
 
@@ -318,18 +349,27 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
                                scales[n.name]) for n in graph.nodes.values()}
 
     families = _row_families(graph, tensors(), params)
-    compute, loads = _load_order(graph, families)
-    # two placements (the softmax's tensors in a bank group of their own, or with the other
-    # computed tensors): the one whose schedule ends first on the emitter's clock (performance
-    # only: both are right on any memory)
+    # two orders (matmuls that may chain one after another, or not), CHAIN wherever it may be set
+    # or nowhere (a chained matmul may hold back the other engine's next instruction, which waits
+    # for both matmuls), and two placements (the softmax's tensors in a bank group of their own, or
+    # with the other computed tensors): the one whose schedule ends first on the emitter's clock
+    # (performance only: all are right on any memory)
     best = None
-    for apart in (False, True):
-        placed = tensors()
-        _place_sram(graph, placed, loads, families, apart)
-        const_words, ext_words = _place_ext(graph, placed, consts, loads)
-        code, notes, cycles = _emit(graph, placed, params, compute, loads, families)
-        if best is None or cycles < best[0]:
-            best = (cycles, placed, code, notes, const_words, ext_words)
+    orders: list[list[str]] = []
+    for chained_order, chain in ((False, False), (False, True), (True, True)):
+        order = _load_order(graph, families, chained_order)
+        names = [n.name for n in order[0]]
+        if chained_order and names in orders:
+            continue
+        orders.append(names)
+        for apart in (False, True):
+            compute, loads = order
+            placed = tensors()
+            _place_sram(graph, placed, loads, families, apart)
+            const_words, ext_words = _place_ext(graph, placed, consts, loads)
+            code, notes, cycles = _emit(graph, placed, params, compute, loads, families, chain)
+            if best is None or cycles < best[0]:
+                best = (cycles, placed, code, notes, const_words, ext_words)
     _cycles, placed, code, notes, const_words, ext_words = best
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
@@ -482,9 +522,10 @@ def _region_of(inside: dict[str, tuple[str, int]], name: str) -> str | None:
     return region
 
 
-def _load_order(graph: Graph, families: dict[str, _Family]) -> tuple[list[Node], list[str]]:
-    """The compute nodes in order (a family as its first member), and the constants and inputs in
-    the order they are first needed.
+def _load_order(graph: Graph, families: dict[str, _Family], chained: bool = True) -> tuple[list[Node], list[str]]:
+    """The compute nodes in order (a family as its first member; `chained`: the scheduler counts
+    on a matmul following an independent one as soon as it has made its last read), and the
+    constants and inputs in the order they are first needed.
 
     A load into a concat region counts as needed by the first node that writes into that region
     too: the DMA may not write a bank while compute writes it, so the cached rows must be in before
@@ -494,7 +535,7 @@ def _load_order(graph: Graph, families: dict[str, _Family]) -> tuple[list[Node],
     compute = [n for n in graph.nodes.values()
                if n.op in ("matmul", "softmax", "add", "mul", "relu", "argmax") and n.name not in later]
     loads = _loads_by_first_use(graph, compute, families)
-    compute = _ready_order(graph, compute, loads, families)
+    compute = _ready_order(graph, compute, loads, families, chained)
     return compute, _loads_by_first_use(graph, compute, families)
 
 
@@ -532,14 +573,17 @@ _ENGINE_OF_OP = {"matmul": "mmvec", "add": "mmvec", "mul": "mmvec", "relu": "mmv
                  "softmax": "smax"}
 
 
-def _node_cycles(graph: Graph, name: str, rows: int) -> int:
+def _node_cycles(graph: Graph, name: str, rows: int, front: bool = False) -> int:
     """A compute node's execute cycles (the engines' formulas), for `rows` rows of its output (a
-    family's members together); the scheduler's estimate, before placement (no bank clashes)."""
+    family's members together); the scheduler's estimate, before placement (no bank clashes).
+    With `front`: a matmul's cycles up to its last read, after which the engine takes a CHAIN MM
+    (other nodes: all their cycles)."""
     node = graph.nodes[name]
     cols = graph.shape(node.inputs[0])[1]
     if node.op == "matmul":
         flags = isa.MM_OUT8 | (0 if node.attrs["transpose_b"] else isa.MM_BROWS)
-        return isa.mm_cycles(rows, cols, node.shape[1], flags)
+        timing = isa.mm_timing(rows, cols, node.shape[1], flags)
+        return timing.front if front else timing.cycles
     if node.op == "softmax":
         return rows * (isa.smax_cycles(cols) + 1)
     if node.op == "argmax":
@@ -547,7 +591,8 @@ def _node_cycles(graph: Graph, name: str, rows: int) -> int:
     return isa.vec_cycles(cols, rows=rows)
 
 
-def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family]) -> list[Node]:
+def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: dict[str, _Family],
+                 chained: bool = True) -> list[Node]:
     """The compute nodes in dependency order by list scheduling on a rough clock: each time, the
     ready node that could start first, given when its loads arrive (the DMA brings `loads` in
     order, a beat a cycle), when the nodes it reads finish and when its engine is free; among
@@ -571,8 +616,9 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: 
         words += _words_of(graph, name)
         arrives[name] = -(-words // isa.EXT_WORDS) + cfg_latency
     ready_at = {n.name: max([arrives[s] for s in _needs(graph, n, inside, families)], default=0) for n in compute}
-    cycles = {n.name: _node_cycles(graph, n.name, sum(graph.shape(m)[0] for m in _members(families, n.name)))
-              for n in compute}
+    rows = {n.name: sum(graph.shape(m)[0] for m in _members(families, n.name)) for n in compute}
+    cycles = {n.name: _node_cycles(graph, n.name, rows[n.name]) for n in compute}
+    fronts = {n.name: _node_cycles(graph, n.name, rows[n.name], front=True) for n in compute}
     engine = {n.name: _ENGINE_OF_OP[n.op] for n in compute}
     users: dict[str, list[str]] = {n.name: [] for n in compute}
     for n in compute:
@@ -593,14 +639,24 @@ def _ready_order(graph: Graph, compute: list[Node], loads: list[str], families: 
     issue = 0  # the sequencer issues in order
     ordered: list[Node] = []
     waiting = list(compute)
+    # the matmul engine's last node if a matmul, and when it has made its last read: a matmul
+    # that does not read it may follow it then (CHAIN), so independent matmuls go one after another
+    mm_last: tuple[str, int] | None = None
+
     def start(n: Node, issue: int) -> int:
-        return max([issue, free[engine[n.name]], ready_at[n.name]] + [finish[d] for d in deps[n.name]])
+        takes = free[engine[n.name]]
+        if chained and n.op == "matmul" and mm_last is not None and mm_last[0] not in deps[n.name]:
+            takes = mm_last[1]
+        return max([issue, takes, ready_at[n.name]] + [finish[d] for d in deps[n.name]])
 
     while waiting:
         ready = [n for n in waiting if deps[n.name] <= finish.keys()]
         pick = min(ready, key=lambda n: (start(n, issue), -chain[n.name], order[n.name]))
-        issue = start(pick, issue) + 1
+        begins = start(pick, issue)
+        issue = begins + 1
         free[engine[pick.name]] = finish[pick.name] = issue + cycles[pick.name]
+        if engine[pick.name] == "mmvec":
+            mm_last = (pick.name, begins + fronts[pick.name] + 1) if pick.op == "matmul" else None
         ordered.append(pick)
         waiting.remove(pick)
     return ordered
@@ -819,7 +875,8 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
 
 
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
-          compute: list[Node], loads: list[str], families: dict[str, _Family]) -> tuple[list[int], list[str], int]:
+          compute: list[Node], loads: list[str], families: dict[str, _Family],
+          chain: bool = True) -> tuple[list[int], list[str], int]:
     """The instruction stream (see the module docstring), then the remaining stores and HALT; and
     the cycle the emitter's clock (the machine model's timing on the configured memory) says it ends."""
     inside = _concat_parents(graph)
@@ -834,7 +891,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
     for i, needed in enumerate(needs):
         for src in needed:
             first_use[src] = min(first_use[src], i)
-    out = _Emitter()
+    out = _Emitter(chain)
     issued = 0
     carrier: dict[int, int] = {}  # unit index -> the transfer that brings it
     stores = _store_groups(graph, tensors, compute, families)

@@ -181,6 +181,14 @@ OP_NAMES = {
 OVERLAP_OPS = (OP_LOAD, OP_STORE, OP_MM, OP_VEC, OP_SMAX)
 OVERLAP_BIT = 1 << 16  # in w0
 
+# CHAIN (w0 bit 17, MM only): the MM may start while the MM before it in the matmul engine drains
+# (its last reads done, its results still on their way through the array, the requant bank and the
+# writer). Without it an MM waits until the engine has finished its last instruction. A program
+# sets it only where the MM does not read a word the one before it writes (read after write; the
+# engine's in-order writer and its ports make every other order safe: docs/isa.md, "Two engines";
+# the machine model refuses CHAIN where the MM before it writes a word it reads).
+CHAIN_BIT = 1 << 17  # in w0
+
 # MM flags (and its column window: the first column tile in e[23:16], the number of tiles in `sub`,
 # 0 meaning to the last tile; and its output row stride in e[31:24], 0 meaning rows packed one after
 # another)
@@ -244,7 +252,8 @@ class Instr:
     flags: int = 0
     sub: int = 0
     cnt: int = 0
-    reserved: int = 0  # w0 bits 19:17: must be zero
+    reserved: int = 0  # w0 bits 19:18: must be zero
+    chain: int = 0  # w0 bit 17: an MM that may start while the MM before it drains (CHAIN)
     overlap: int = 0  # w0 bit 16: may start while the other compute engine runs (OVERLAP)
     a: int = 0
     b: int = 0
@@ -257,7 +266,8 @@ class Instr:
             ("op", self.op, 4),
             ("flags", self.flags, 4),
             ("sub", self.sub, 4),
-            ("reserved", self.reserved, 3),
+            ("reserved", self.reserved, 2),
+            ("chain", self.chain, 1),
             ("overlap", self.overlap, 1),
             ("cnt", self.cnt, 16),
             ("a", self.a, 16),
@@ -268,7 +278,8 @@ class Instr:
         ):
             if not 0 <= value < (1 << bits):
                 raise ValueError(f"field {name}={value} does not fit in {bits} bits ({self})")
-        w0 = ((self.op << 28) | (self.flags << 24) | (self.sub << 20) | (self.reserved << 17) | (self.overlap << 16)
+        w0 = ((self.op << 28) | (self.flags << 24) | (self.sub << 20) | (self.reserved << 18) | (self.chain << 17)
+              | (self.overlap << 16)
               | self.cnt)
         w1 = self.a | (self.b << 16)
         w2 = self.c | (self.d << 16)
@@ -281,7 +292,8 @@ class Instr:
             op=(w0 >> 28) & 0xF,
             flags=(w0 >> 24) & 0xF,
             sub=(w0 >> 20) & 0xF,
-            reserved=(w0 >> 17) & 0x7,
+            reserved=(w0 >> 18) & 0x3,
+            chain=(w0 >> 17) & 1,
             overlap=(w0 >> 16) & 1,
             cnt=w0 & FIELD_MASK16,
             a=w1 & FIELD_MASK16,
@@ -436,7 +448,27 @@ def mm_pass_reads(k: int, flags: int) -> int:
     return b + (bias_lines if flags & MM_BIAS else 0)
 
 
-def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
+class MmTiming(NamedTuple):
+    """An MM's timing on its own and what a CHAIN MM after it waits for (``mm_timing``), in execute
+    cycles counted from its issue cycle (0)."""
+
+    cycles: int  # execute cycles: its last write is in cycle `cycles`
+    first_read: int  # its first B read: 3 + rt * kw (the setup cycle, the first tile's A load, one turn)
+    front: int  # its last read (bias reads included): the engine takes a CHAIN MM from the next cycle
+    gap: int  # a CHAIN MM after it makes its first B read no sooner than gap + 1 cycles after `front`
+
+
+def mm_chain_gap(last_tile_gap: int) -> int:
+    """The fewest cycles between an MM's last read and the first B read of a CHAIN MM after it,
+    minus one: the last pass's G (its results and bias words leave the array and the bias
+    registers before the next pass's arrive), and at least 2N, so that the operands of its last
+    reduction step have left the array's edge delays and rows (N - 1 cycles of skew, N - 1 rows
+    down a group, a dot-form shift register of up to 4 * MM_DOT_WORDS bytes) before the array's
+    layout and form change to the next MM's."""
+    return max(last_tile_gap, 2 * _config.active().n)
+
+
+def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> MmTiming:
     """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
     One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
@@ -451,7 +483,8 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     reads = mm_pass_reads(k, flags)
     total = 1
     gap_before = 0
-    for tile in mm_geometry(r, flags):
+    geometry = mm_geometry(r, flags)
+    for tile in geometry:
         total += max(tile.rt * kw + 1, gap_before)
         passes = -(-columns // tile.cols)
         total += reads + (passes - 1) * max(reads, tile.gap)
@@ -459,7 +492,21 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
         last_w = tile.w
     read_to_res, _dot_words, _dot_period, bias_lines = _mm_constants(_config.active().n)
     bias_reads = bias_lines if flags & MM_BIAS else 0
-    return total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
+    cycles = total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
+    return MmTiming(cycles, 3 + geometry[0].rt * kw, total, mm_chain_gap(gap_before))
+
+
+def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
+    """Execute cycles of MM on its own (``mm_timing``)."""
+    return mm_timing(r, k, m, flags, first, tiles).cycles
+
+
+def mm_chain_pad(later: MmTiming, issue: int, earlier_front: int, earlier_gap: int) -> int:
+    """Cycles a CHAIN MM issued in cycle `issue` waits before its first B read (after its A load),
+    when the MM before it made its last read in cycle `earlier_front` (absolute cycles): its first
+    B read comes no sooner than earlier_front + earlier_gap + 1. Its execute cycles are
+    ``later.cycles`` plus this pad."""
+    return max(0, earlier_front + earlier_gap + 1 - (issue + later.first_read))
 
 
 def _group_words() -> int:
@@ -540,6 +587,7 @@ class Effects:
     ext_writes: np.ndarray
     cycles: int  # compute units: execute cycles after the decode cycle; dma: beats; seq: 0
     cols: int = 0  # dma: words per row of the transfer
+    mm: MmTiming | None = None  # an MM's timing (what a CHAIN MM after it waits for)
 
     @functools.cached_property
     def read_set(self) -> frozenset[int]:
@@ -584,6 +632,21 @@ def engine_conflict(later: Effects, earlier: Effects) -> str | None:
     return None
 
 
+def chain_conflict(later: Effects, earlier: Effects) -> str | None:
+    """Why an MM with effects `later` may not start while `earlier`, the MM before it in the
+    matmul engine, drains (CHAIN would let it); None when it may.
+
+    Only read after write: `later` may not read a word `earlier` writes. Everything else is safe
+    by the engine's construction, whatever the timing: `earlier` has made all its reads before
+    `later` starts (no write after read, no read port shared); both write through the engine's
+    one writer, in order (write after write lands in program order, one write port); and a VEC,
+    which shares the requant bank, never chains."""
+    clash = later.read_set & earlier.write_set
+    if clash:
+        return f"RAW: reads scratchpad word {min(clash)}, which it writes"
+    return None
+
+
 _NONE = np.zeros(0, dtype=np.int64)
 
 
@@ -615,11 +678,13 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
     op = ins.op
     high = 0 if op in (OP_LOAD, OP_STORE, OP_MM) else ins.e >> 24  # a transfer's and an MM's w3 is all fields
     if ins.reserved or high:
-        fail(f"reserved bits are set (w0 19:17 = {ins.reserved}, w3 31:24 = {high}); "
+        fail(f"reserved bits are set (w0 19:18 = {ins.reserved}, w3 31:24 = {high}); "
              f"GA2 halts on it as illegal")
     if ins.overlap and op not in OVERLAP_OPS:
         fail(f"OVERLAP is set on {OP_NAMES.get(op, op)}: only LOAD, STORE, MM, VEC and SMAX take it "
              f"(GA2 halts on it as illegal)")
+    if ins.chain and op != OP_MM:
+        fail(f"CHAIN is set on {OP_NAMES.get(op, op)}: only MM takes it (GA2 halts on it as illegal)")
     if op == OP_HALT:
         return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
     if op == OP_WAIT:
@@ -708,7 +773,8 @@ def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:
     clash = np.intersect1d(reads, writes)
     if len(clash):
         fail(f"MM output overlaps its inputs (word {int(clash[0])})")
-    return Effects("mm", reads, writes, _NONE, _NONE, mm_cycles(r, k, m, flags, start, end - start))
+    timing = mm_timing(r, k, m, flags, start, end - start)
+    return Effects("mm", reads, writes, _NONE, _NONE, timing.cycles, mm=timing)
 
 
 def _vec_effects(ins: Instr, inside, fail) -> Effects:

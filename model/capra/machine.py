@@ -6,8 +6,10 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
 * Timing is deterministic by construction. The sequencer decodes one instruction per cycle and
   issues it as soon as the unit it goes to takes it. The two compute engines (``isa.ENGINES``: the
   matmul engine with the vector unit, which share the requant bank, and the softmax unit) each run
-  one instruction at a time for the cycles its formula gives, side by side: a LOAD, STORE or
-  compute instruction waits until the other engine is idle unless it has OVERLAP. DMA transfers run in the background
+  one instruction at a time for the cycles its formula gives, side by side (but the matmul engine
+  takes an MM with CHAIN once the MM before it has made its last read, ``isa.mm_chain_pad``): a
+  LOAD, STORE or compute instruction waits until the other engine is idle unless it has OVERLAP.
+  DMA transfers run in the background
   (``dma.DmaTimeline``: closed formulas for a memory that is always ready, the engine beat by beat
   on a memory that stalls on a ``dma.StallSchedule``, the configuration's ``ext_stall``): LOAD /
   STORE wait only while DMA_QUEUE transfers are in flight, WAIT keep and HALT until few enough
@@ -16,7 +18,8 @@ numpy integers and its cost with the formulas of ``isa``. Three rules make that 
   may run at once may touch the same scratchpad words or bank ports. A compute instruction may not
   conflict with a transfer that may still be in flight (``dma.conflict``); an instruction with
   OVERLAP may not conflict with the last instruction of the other engine if that one may still be
-  running (``isa.engine_conflict``). Either is a ``HazardError``. "May be in flight" and "may be
+  running (``isa.engine_conflict``); an MM with CHAIN may not read what the MM before it writes
+  (``isa.chain_conflict``). Each is a ``HazardError``. "May be in flight" and "may be
   running" are decided without a clock: only a WAIT keep, DMA_QUEUE later transfers, an
   instruction without OVERLAP or a later instruction of the same engine make an end certain.
 * Nothing depends on what a scratchpad held before the program: every word read (by a compute
@@ -129,6 +132,14 @@ class Machine:
     # that may still be running on some memory (None once an instruction waited for it to end)
     free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(isa.ENGINES, 0))
     running: dict[str, tuple[int, Effects] | None] = field(default_factory=lambda: dict.fromkeys(isa.ENGINES))
+    # the matmul engine's last MM while it is the engine's last instruction: (pc, effects, the cycle
+    # of its last read, the cycle of its last write), what a CHAIN MM after it waits for; and the
+    # cycle of the last write of the MM before it (the engine holds at most two MMs)
+    mm_last: tuple[int, Effects, int, int] | None = None
+    mm_before_done: int = -1
+    # an MM that may still be running beside the engine's last instruction (a CHAIN MM's
+    # predecessor), checked like it against an OVERLAP instruction of the other engine
+    draining: tuple[int, Effects] | None = None
 
     def __post_init__(self) -> None:
         if self.ext_latency is None:
@@ -225,11 +236,13 @@ class Machine:
         for other, last in self.running.items():
             if other == engine or last is None:
                 continue
-            why = isa.engine_conflict(eff, last[1])
-            if why:
-                why = why.replace("which it", f"which instruction {last[0]} ({other})", 1)
-                raise HazardError(f"instruction {pc} {why}, and that may still be running: no OVERLAP on "
-                                  f"instruction {pc}")
+            mays = [last] + ([self.draining] if other == "mmvec" and self.draining is not None else [])
+            for may in mays:
+                why = isa.engine_conflict(eff, may[1])
+                if why:
+                    why = why.replace("which it", f"which instruction {may[0]} ({other})", 1)
+                    raise HazardError(f"instruction {pc} {why}, and that may still be running: no OVERLAP on "
+                                      f"instruction {pc}")
 
     def _await_others(self, ins: Instr, engine: str | None) -> None:
         """Without OVERLAP, hold the sequencer until every other engine is idle (h_sync): after
@@ -243,6 +256,8 @@ class Machine:
             self.t = idle
         for e in others:
             self.running[e] = None
+            if e == "mmvec":
+                self.draining = None
 
     # ---- compute instructions --------------------------------------------------------------------
     def _check_conflicts(self, pc: int, eff: Effects) -> None:
@@ -256,27 +271,58 @@ class Machine:
                                   f"memory, if not this one): a WAIT keep={keep} before it, or the data elsewhere")
 
     def _run_compute(self, pc: int, ins: Instr, eff: Effects, effect) -> int:
-        """Run a compute instruction decoded in cycle self.t: once its engine is free (and, without
-        OVERLAP, the other engine too) it starts, and executes in the next eff.cycles cycles while
-        the sequencer goes on."""
+        """Run a compute instruction decoded in cycle self.t: once its engine takes it (and, without
+        OVERLAP, the other engine is idle) it starts, and executes in the next cycles while the
+        sequencer goes on. Returns the cycles it adds to its engine's busy count.
+
+        The engine takes an instruction once it has finished its last one, except a CHAIN MM after
+        an MM: that one is taken once the MM before it has made its last read (and the MM before
+        that one has finished: the engine holds two MMs at most), and waits after its A load, if
+        need be, until ``isa.mm_chain_pad`` says its first B read may come."""
         name = isa.OP_NAMES[ins.op].upper()
         engine = isa.ENGINE_OF[eff.unit]
         self._check_written(pc, name, eff.reads)
         self._check_conflicts(pc, eff)
         self._check_engines(pc, ins, eff, engine)
-        if self.free[engine] > self.t:  # the engine still runs its last instruction
-            self.counters.hold_unit += self.free[engine] - self.t
-            self.t = self.free[engine]
+        before = self.mm_last if engine == "mmvec" else None  # the engine's last instruction, an MM
+        chained = bool(ins.chain) and before is not None
+        if chained:
+            why = isa.chain_conflict(eff, before[1])
+            if why:
+                why = why.replace("which it", f"which instruction {before[0]} (the MM before it)", 1)
+                raise HazardError(f"instruction {pc} {why}, and that may still be draining: no CHAIN on "
+                                  f"instruction {pc}")
+            takes = max(before[2] + 1, self.mm_before_done + 1)
+        else:
+            takes = self.free[engine]
+        if takes > self.t:  # the engine cannot take it yet
+            self.counters.hold_unit += takes - self.t
+            self.t = takes
         self._await_others(ins, engine)
+        cycles = eff.cycles
+        if eff.mm is not None and before is not None:
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[2], before[1].mm.gap)
         self._event("go", pc, eff.unit)
-        self._event("done", pc, eff.unit, self.t + eff.cycles)
+        self._event("done", pc, eff.unit, self.t + cycles)
         effect()
         self.written[eff.writes] = True
         self.last_writes = eff.write_set
-        self.free[engine] = self.t + eff.cycles + 1
+        busy = cycles
+        if engine == "mmvec":
+            ran = self.running[engine]
+            if chained and self.free[engine] > self.t + 1:  # the MM before it still drains
+                busy = self.t + cycles + 1 - self.free[engine]
+                self.mm_before_done = self.free[engine] - 1
+                self.draining = ran
+            else:
+                self.mm_before_done = -1
+                self.draining = None
+            self.mm_last = (pc, eff, self.t + cycles - eff.cycles + eff.mm.front, self.t + cycles) \
+                if eff.mm is not None else None
+        self.free[engine] = self.t + cycles + 1
         self.running[engine] = (pc, eff)
         self.t += 1
-        return eff.cycles
+        return busy
 
     def _mm(self, pc: int, ins: Instr, eff: Effects) -> None:
         r, a, b, k, flags = ins.cnt, ins.a, ins.b, ins.d, ins.flags
@@ -387,8 +433,8 @@ class Machine:
 
 def disassemble(ins: Instr) -> str:
     """One readable line per instruction, as printed beside the encoding by ``asm.listing``
-    (" overlap" ends the line of an instruction with OVERLAP)."""
-    return _operands(ins) + (" overlap" if ins.overlap else "")
+    (" chain" and " overlap" end the line of an instruction with CHAIN or OVERLAP)."""
+    return _operands(ins) + (" chain" if ins.chain else "") + (" overlap" if ins.overlap else "")
 
 
 def _operands(ins: Instr) -> str:

@@ -23,6 +23,7 @@ from .machine import Machine, ProgramError
 SPAN = 1024  # external words a random program uses: data below DATA_WORDS, results above
 DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
 OVERLAP_SHARE = 0.7  # of the instructions that may take OVERLAP, those tried with it first
+CHAIN_SHARE = 0.6  # of the MMs, those tried with CHAIN first (behind a draining MM, unless it reads its output)
 
 
 def _pick_qcfg(rng: random.Random, src) -> list[int]:
@@ -137,6 +138,8 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
         tries = [words]
         if words[0] >> 28 in isa.OVERLAP_OPS and overlap_rng.random() < OVERLAP_SHARE:
             tries.insert(0, asm.overlap(words))
+        if words[0] >> 28 == isa.OP_MM and overlap_rng.random() < CHAIN_SHARE:
+            tries = [asm.chain(w) for w in tries] + tries
         found = _first_accepted(mach, len(code) // isa.WORDS_PER_INSTR, tries)
         if found is None:
             return False
@@ -192,6 +195,13 @@ def _beside(mach: Machine, rng: random.Random) -> tuple[str | None, frozenset[in
     """Now and then, while one engine's last instruction may still run, an instruction for the
     other engine away from the bank groups it uses: (its kind, the groups to avoid); else (None,
     nothing). Random choices alone almost never find such a pair."""
+    if mach.mm_last is not None and rng.random() < 0.6:
+        written = frozenset((mach.mm_last[1].writes // isa.SRAM_GROUP_WORDS).tolist())
+        if rng.random() < 0.75:
+            # an MM behind the matmul engine's last MM, reading none of the words it writes: it may chain
+            return "mm", written
+        # one reading only the bank groups it writes, so often its results: it must wait for them
+        return "mm", frozenset(range(isa.SRAM_WORDS // isa.SRAM_GROUP_WORDS)) - written
     running = [(engine, last) for engine, last in mach.running.items() if last is not None]
     if not running or rng.random() < 0.2:
         return None, frozenset()
@@ -280,7 +290,52 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
     progs += [("HALT waits for both engines", overlap_where_allowed(both, ext), ext),
               ("the engines side by side: a write after a read is held back", overlap_where_allowed(war, ext), ext),
               ("the engines side by side: two writes to one bank are held back", overlap_where_allowed(port, ext), ext)]
+    # Back-to-back MMs in the matmul engine, CHAIN set wherever the model allows it: each MM has
+    # flags, a scale, a bias, a layout and a destination of its own, which the engine's back end
+    # must keep while the next MM's reads begin; a QCFG between two MMs changes the scale and the
+    # bias address the draining one must not take.
+    data = asm.load(0, 0, 1, 200) + asm.wait()
+    mixed = (data + asm.qcfg(qa=300, shift=11, bias=40)
+             + asm.mm(0, 8, 1100, 5, 7, 9, bias=True, relu=True)              # int32, BIAS, two tiles
+             + asm.qcfg(qa=9000, shift=16, bias=120)
+             + asm.mm(0, 16, 1200, 1, 16, 16, out8=True, brows=True)          # four groups side by side
+             + asm.mm(20, 60, 1300, 3, 12, 8, out8=True)                       # dot form
+             + asm.mm(4, 40, 1400, 2, 8, 6, bias=True, out8=True, brows=True)  # the new bias words
+             + asm.mm(0, 100, 1500, 4, 16, 16, out8=True, relu=True, brows=True, stride=9)
+             + asm.store(1100, 500, 1, 45) + asm.store(1200, 550, 1, 4) + asm.store(1300, 560, 1, 6)
+             + asm.store(1400, 570, 1, 4) + asm.store(1500, 580, 4, 4, ext_stride=4, sram_stride=9) + asm.halt())
+    short = (data + asm.qcfg(qa=77, shift=9)
+             + [w for i in range(6) for w in asm.mm(3 * i, 30 + i, 1100 + 2 * i, 1, 1, 4, out8=bool(i % 2))]
+             + asm.store(1100, 600, 1, 12) + asm.halt())
+    dependent = (data + asm.qcfg(qa=5000, shift=14)
+                 + asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
+                 + asm.mm(1100, 32, 1200, 1, 16, 16, out8=True, brows=True)   # reads the one before: waits
+                 + asm.mm(0, 48, 1300, 1, 16, 16, out8=True, brows=True)      # reads neither: chains
+                 + asm.store(1100, 600, 1, 4) + asm.store(1200, 610, 1, 4) + asm.store(1300, 620, 1, 4) + asm.halt())
+    progs += [("back-to-back matmuls of every form, each with its own flags, scale and bias",
+               chain_where_allowed(mixed, ext), ext),
+              ("a run of one-step matmuls (the engine holds two at most)", chain_where_allowed(short, ext), ext),
+              ("a matmul that reads the one before it waits; the next one chains",
+               chain_where_allowed(dependent, ext), ext)]
     return progs
+
+
+def chain_where_allowed(code: list[int], ext: list[int]) -> list[int]:
+    """`code` with CHAIN on every MM, and OVERLAP on every instruction that may take it, where the
+    machine model accepts them (what a compiler that always chains would emit)."""
+    mach = Machine.with_ext(ext, isa.EXT_MEMORY)
+    out: list[int] = []
+    for pc in range(len(code) // isa.WORDS_PER_INSTR):
+        words = code[4 * pc : 4 * pc + 4]
+        tries = [asm.overlap(words)] if words[0] >> 28 in isa.OVERLAP_OPS else []
+        if words[0] >> 28 == isa.OP_MM:
+            tries = [asm.chain(w) for w in tries + [words]] + tries
+        found = _first_accepted(mach, pc, tries + [words])
+        if found is None:
+            raise ProgramError(f"chain_where_allowed: instruction {pc} is not a program")
+        mach, taken = found
+        out += taken
+    return out
 
 
 def overlap_where_allowed(code: list[int], ext: list[int]) -> list[int]:

@@ -22,6 +22,8 @@ module mm_wrap (
     input  wire [11:0] qbias,
     output wire        unit_we,
     output wire        done,
+    output wire        take,
+    output wire        more,
     input  wire        host_we,
     input  wire [11:0] host_waddr,
     input  wire [31:0] host_wdata,
@@ -44,6 +46,7 @@ module mm_wrap (
         .m_total(m_total), .win_first(win_first), .win_tiles(win_tiles), .a_base(a_base), .b_base(b_base),
         .out_base(out_base), .out_stride(out_stride), .qa(qa), .qs(qs), .qbias(qbias), .rd_mask(rd_mask), .rd_addr(rd_addr),
         .rd_data(rd_data), .we(unit_we), .waddr(waddr), .wdata(wdata), .done(done),
+        .take(take), .more(more),
         .rq_acc(rq_acc), .rq_mult(rq_mult), .rq_shift(rq_shift), .rq_busy(rq_busy), .rq_y(rq_y)
     );
 

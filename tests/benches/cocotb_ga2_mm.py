@@ -134,26 +134,28 @@ async def write_int8_rows(sram: Scratchpad, r, base: int, rows: int, n: int) -> 
     return np.array([unpack_int8(words[i * w : (i + 1) * w], n) for i in range(rows)], dtype=np.int64)
 
 
-@cocotb.test()
-async def test_ga2_mm_random_matmuls(dut):
-    inputs = ("start", "flags", "r_total", "k_len", "m_total", "win_first", "win_tiles", "a_base", "b_base",
-              "out_base", "out_stride", "qa", "qs", "qbias")
-    cycles, sram, r = await start_unit(dut, inputs, WINDOW)
-    reads = Reads(dut)
-    macs = 0
-    for index in range(MATMULS):
+INPUTS = ("start", "flags", "r_total", "k_len", "m_total", "win_first", "win_tiles", "a_base", "b_base",
+          "out_base", "out_stride", "qa", "qs", "qbias")
+
+
+class Matmul:
+    """One random matmul laid out in the scratchpad: its operands, the words it must write (the
+    model's), what it may read, and its timing (isa.mm_timing)."""
+
+    @classmethod
+    async def make(cls, sram: Scratchpad, r, index: int, place: Layout) -> Matmul:
+        self = cls()
         rows, k, m = random_shape(r, index)
         flags = index % 16 if index < 32 else r.randrange(16)
         brows = bool(flags & isa.MM_BROWS)
-        place = Layout(r)
         a_base = place.take(rows * words_for(k))
         b_base = place.take(k * words_for(m) if brows else m * words_for(k))
         bias_base = place.take(m)
         row_words = words_for(m) if flags & isa.MM_OUT8 else m
         # a fifth of the matmuls write their rows apart (the words between them must stay as they were)
         stride = r.randint(row_words + 1, min(255, 3 * row_words + 2)) if row_words < 255 and r.random() < 0.2 else 0
-        out_words = (rows - 1) * (stride or row_words) + row_words
-        out_base = place.take(out_words)
+        self.out_words = (rows - 1) * (stride or row_words) + row_words
+        self.out_base = out_base = place.take(self.out_words)
         a = await write_int8_rows(sram, r, a_base, rows, k)
         if brows:
             b_km = await write_int8_rows(sram, r, b_base, k, m)
@@ -166,19 +168,83 @@ async def test_ga2_mm_random_matmuls(dut):
         qa = r.choice((1, 65535, r.randint(1, 65535), r.randint(1, 255)))
         qs = r.choice((0, isa.MAX_SHIFT, r.randint(6, 22), r.randint(6, 22)))
         first, tiles = random_window(r, m)
-        what = (f"mm R={rows} K={k} M={m} window={first}+{tiles} flags={flags:04b} A={a_base} B={b_base} "
-                f"out={out_base} stride={stride} bias={bias_base} qa={qa} qs={qs}")
-        reads.words.clear()
-        await run_unit(dut, cycles, isa.mm_cycles(rows, k, m, flags, first, tiles), what,
-                       dict(flags=flags, r_total=rows, k_len=k, m_total=m, win_first=first, win_tiles=tiles,
-                            a_base=a_base, b_base=b_base, out_base=out_base, out_stride=stride, qa=qa, qs=qs,
-                            qbias=bias_base))
-        # only the window's output words change: the whole output area is checked
+        self.what = (f"mm R={rows} K={k} M={m} window={first}+{tiles} flags={flags:04b} A={a_base} B={b_base} "
+                     f"out={out_base} stride={stride} bias={bias_base} qa={qa} qs={qs}")
+        self.timing = isa.mm_timing(rows, k, m, flags, first, tiles)
+        self.operands = dict(flags=flags, r_total=rows, k_len=k, m_total=m, win_first=first, win_tiles=tiles,
+                             a_base=a_base, b_base=b_base, out_base=out_base, out_stride=stride, qa=qa, qs=qs,
+                             qbias=bias_base)
         words = expected_words(a, b_km, bias, flags, qa, qs)
-        for i, word in window_words(words, rows, m, flags, first, tiles, stride):
-            sram.mirror[out_base + i] = word
-        await sram.check(out_base - 1, out_words + 2, what)
-        stray = reads.words - words_read(a_base, b_base, bias_base, rows, k, m, flags, first, tiles)
-        assert not stray, f"{what}: read words it has no business reading, e.g. {sorted(stray)[:8]}"
-        macs += rows * k * m
+        self.writes = [(out_base + i, word) for i, word in window_words(words, rows, m, flags, first, tiles, stride)]
+        self.may_read = words_read(a_base, b_base, bias_base, rows, k, m, flags, first, tiles)
+        self.macs = rows * k * m
+        return self
+
+    async def check(self, sram: Scratchpad) -> None:
+        """Only the window's output words change: the whole output area is checked."""
+        for addr, word in self.writes:
+            sram.mirror[addr] = word
+        await sram.check(self.out_base - 1, self.out_words + 2, self.what)
+
+
+@cocotb.test()
+async def test_ga2_mm_random_matmuls(dut):
+    cycles, sram, r = await start_unit(dut, INPUTS, WINDOW)
+    reads = Reads(dut)
+    macs = 0
+    for index in range(MATMULS):
+        mm = await Matmul.make(sram, r, index, Layout(r))
+        reads.words.clear()
+        await run_unit(dut, cycles, mm.timing.cycles, mm.what, mm.operands)
+        await mm.check(sram)
+        stray = reads.words - mm.may_read
+        assert not stray, f"{mm.what}: read words it has no business reading, e.g. {sorted(stray)[:8]}"
+        macs += mm.macs
     dut._log.info("ga2_mm: %d random matmuls, %d MACs", MATMULS, macs)
+
+
+PAIRS = 60
+
+
+@cocotb.test()
+async def test_ga2_mm_takes_the_next_matmul_while_one_drains(dut):
+    """Pairs of random matmuls of any two forms, the second started in the first cycle the engine
+    takes it (`take`: the first has made its last read): `take` must rise in cycle s + front + 1
+    of the first, each `done` must come in the cycle isa.mm_timing and isa.mm_chain_pad say (the
+    second's waits for the first's operands to leave the array), and both must write their own
+    results with their own flags, scale, bias and destination."""
+    cycles, sram, r = await start_unit(dut, INPUTS, WINDOW)
+    for _pair in range(PAIRS):
+        place = Layout(r)
+        small = [i for i in range(MATMULS) if i not in (1, 9)]  # (1 and 9: K = 1024, too big for two)
+        one = await Matmul.make(sram, r, r.choice(small), place)
+        two = await Matmul.make(sram, r, r.choice(small), place)
+        for name, v in one.operands.items():
+            getattr(dut, name).value = v
+        dut.start.value = 1
+        s1 = cycles.now
+        await cycles.next()
+        dut.start.value = 0
+        dones = []
+        while not int(dut.take.value):
+            dones += [cycles.now] if int(dut.done.value) else []
+            await cycles.next()
+        s2 = cycles.now
+        what = f"{one.what}, then {two.what}"
+        assert s2 == s1 + one.timing.front + 1, f"{what}: takes the next in s+{s2 - s1}, not s+{one.timing.front + 1}"
+        for name, v in two.operands.items():
+            getattr(dut, name).value = v
+        dut.start.value = 1
+        await cycles.next()
+        dut.start.value = 0
+        pad = isa.mm_chain_pad(two.timing, s2, s1 + one.timing.front, one.timing.gap)
+        end = s2 + two.timing.cycles + pad
+        while cycles.now <= end:
+            dones += [cycles.now] if int(dut.done.value) else []
+            await cycles.next()
+        assert dones == [s1 + one.timing.cycles, end], (
+            f"{what}: done in cycles {[d - s1 for d in dones]} after the first start, "
+            f"the formulas say {[one.timing.cycles, end - s1]}")
+        await one.check(sram)
+        await two.check(sram)
+    dut._log.info("ga2_mm: %d pairs of matmuls back to back", PAIRS)
