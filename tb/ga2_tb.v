@@ -68,7 +68,13 @@
 // only with delays, a period at a time (at falling edges, where nothing of the chip changes), and
 // looks at `halted` every POLL cycles (a halted chip stays halted until reset, and the watchdog is
 // checked at exactly its bound), so a running program costs it nothing per cycle.
+`ifdef VERILATOR
+module ga2_tb (
+    input wire clk  // tb/ga2_tb_main.cpp toggles it every PERIOD / 2
+);
+`else
 module ga2_tb;
+`endif
 `ifndef EXTW
     `define EXTW 8192
 `endif
@@ -106,10 +112,10 @@ module ga2_tb;
     localparam [31:0] REC_MAGIC   = 32'h5245_4321;   // "REC!"
     localparam [31:0] CRC_POLY    = 32'hEDB8_8320;   // CRC-32, reflected
 
+`ifndef VERILATOR
     reg clk = 1'b0;
-    /* verilator lint_off BLKSEQ */
     always #(PERIOD / 2) clk = ~clk;  // the clock of a testbench: a blocking toggle is the plain way to write it
-    /* verilator lint_on BLKSEQ */
+`endif
 
     wire        halted, illegal;
     wire [2:0]  status;
@@ -195,7 +201,11 @@ module ga2_tb;
 
 `ifdef VERILATOR
 `systemc_header
-void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
+// $fread's bytes into `chunk`, as many lines as it holds (tb/sim_hooks.cpp)
+IData capra_fread_lines(IData fd, EData* lines, IData count);
+template <std::size_t N> IData capra_fread(IData fd, VlUnpacked<VlWide<3>, N>& chunk) {
+    return capra_fread_lines(fd, &chunk[0][0], N);
+}
 `verilog
 `endif
     reg [31:0] img [0:MAXWORDS-1];
@@ -257,7 +267,11 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
     task refill;
         begin
             if (buf_at == buf_n && buf_part == 0 && buf_eof == 0) begin
+`ifdef VERILATOR
+                nbytes = $c32("capra_fread(", fd, ", ", chunk, ")");
+`else
                 nbytes = $fread(chunk, fd, 0, CHUNK);
+`endif
                 if (nbytes < 0) nbytes = 0;
                 buf_n = nbytes / 9;
                 buf_part = nbytes % 9;
@@ -382,10 +396,6 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
                 $display("FAIL: cannot open the image %0s", shown);
                 bad = 1;
             end
-`ifdef VERILATOR
-            // the $fread of a Verilator build locks the file around every byte (tb/sim_hooks.cpp)
-            else $c("capra_read_unlocked(", fd, ");");
-`endif
             while (bad == 0 && nread < n_words && (headed || buf_at < buf_n || buf_part > 0)) begin
                 read_word;
                 if (bad == 0) begin
