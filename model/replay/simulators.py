@@ -59,15 +59,16 @@ INSTALL_HINT = {
 # --x-initial fast: registers start at zero without asking the random generator for each (what the
 # default gives with +verilator+rand+reset+0, as the chip resets every register anyway; 5 ms less at
 # every start). OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25%
-# slower); OPT_GLOBAL: the runtime's too ($fread, the --timing scheduler; -O3 and Verilator's own -O3
+# slower); OPT_GLOBAL: the runtime's too (the --timing scheduler, $display; -O3 and Verilator's own -O3
 # measured no faster: docs/cycle_model.md).
-# Verilator writes the C++ and its makefile (--cc --exe --timing, with a main of its own, --main,
-# or the replay testbench's, tb/ga2_tb_main.cpp, which drives the clock; --binary without --build);
-# the build runs make on it itself, with the runtime's objects in place when they are kept.
+# Verilator writes the C++ and its makefile (--cc --exe --timing, with its own main, --main, or
+# the replay testbench's, tb/ga2_tb_main.cpp, which drives the clock instead of a --timing
+# coroutine: docs/cycle_model.md); the build runs make on it itself, with the runtime's objects in
+# place when they are kept.
 VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP", "--x-initial", "fast")
 VERILATOR_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2")
 VERILATOR_HOOKS = ROOT / "tb" / "sim_hooks.cpp"
-# the mains of the testbenches that bring their own (they drive the clock): the main of any other top is Verilator's
+# the testbenches that bring their own main (it drives the clock); any other top gets Verilator's
 VERILATOR_MAINS = {GA2_TOP: ROOT / "tb" / "ga2_tb_main.cpp"}
 
 
