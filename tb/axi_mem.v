@@ -100,14 +100,24 @@ module axi_mem #(
     function stalls(input [6:0] pct, input [31:0] seed, input [2:0] ch, input [31:0] c);
         stalls = (pct != 7'd0) && ((stall_hash(seed, ch, c) % 32'd100) < {25'd0, pct});
     endfunction
-    // A memory that never stalls hands the functions a cycle that stays 0: the same answers (none
-    // stalls), but a simulator no longer works out five hashes every cycle (a fifth of an Icarus replay)
-    wire [31:0] stall_cyc = (stall_pct == 7'd0) ? 32'd0 : cyc;
-    wire ar_rdy = !stalls(stall_pct, stall_seed, CH_AR, stall_cyc);
-    wire aw_rdy = !stalls(stall_pct, stall_seed, CH_AW, stall_cyc);
-    wire w_rdy  = !stalls(stall_pct, stall_seed, CH_W, stall_cyc);
-    wire r_stall = stalls(stall_pct, stall_seed, CH_R, stall_cyc);
-    wire b_stall = stalls(stall_pct, stall_seed, CH_B, stall_cyc);
+    // The stalls of a cycle are worked out at the clock edge that starts it, for the count cyc
+    // takes there, and only by a memory that stalls: one that never does keeps them low without
+    // five hashes a cycle (a fifth of an Icarus replay; Verilator computes every expression of a
+    // wire each cycle, but skips the branch of an `if` not taken). The rate and seed are steady.
+    wire [31:0] cyc_next = rst ? 32'd0 : cyc + 32'd1;
+    reg ar_stall = 1'b0, r_stall = 1'b0, aw_stall = 1'b0, w_stall = 1'b0, b_stall = 1'b0;
+    always @(posedge clk) begin
+        if (stall_pct != 7'd0) begin
+            ar_stall <= stalls(stall_pct, stall_seed, CH_AR, cyc_next);
+            r_stall <= stalls(stall_pct, stall_seed, CH_R, cyc_next);
+            aw_stall <= stalls(stall_pct, stall_seed, CH_AW, cyc_next);
+            w_stall <= stalls(stall_pct, stall_seed, CH_W, cyc_next);
+            b_stall <= stalls(stall_pct, stall_seed, CH_B, cyc_next);
+        end
+    end
+    wire ar_rdy = !ar_stall;
+    wire aw_rdy = !aw_stall;
+    wire w_rdy  = !w_stall;
 
     // the first word of a request's bus (the aligned word, programs stay below EXTW: the machine
     // model checks, and the chip refuses words at or past its ext_limit)

@@ -6,9 +6,10 @@
 // model predicted (model/replay/image.py writes the image; docs/replay.md describes it).
 //
 // Lines: one 32-bit word per line, every line exactly eight lowercase hex digits and a line feed
-// (9 bytes). The file is read raw with $fread, CHUNK lines at a time, so Icarus and Verilator see
-// the same bytes (a NUL is a byte like any other); any other byte (a NUL, a space, a carriage
-// return, a capital letter, a ninth digit) is a FAIL naming the line, the byte and its value.
+// (9 bytes). The file is read raw, CHUNK lines at a time ($fread; a Verilator build reads the same
+// bytes in one fread a chunk, tb/sim_hooks.cpp), so Icarus and Verilator see the same bytes (a NUL
+// is a byte like any other); any other byte (a NUL, a space, a carriage return, a capital letter,
+// a ninth digit) is a FAIL naming the line, the byte and its value.
 //
 // Two forms, told apart by the first word:
 //   with a header (what model/replay/image.py writes, checked by CRC-32):
@@ -64,11 +65,18 @@
 // +TIMELINE prints every event of the timeline (see below).
 // Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd).
 //
-// Timing: the clock toggles every 5 ns (rising edges at 5, 15, ...); the testbench itself waits
+// Timing: the clock toggles every 5 ns (rising edges at 5, 15, ...; in Verilator the build's main,
+// tb/ga2_tb_main.cpp, toggles it, an input of the testbench there); the testbench itself waits
 // only with delays, a period at a time (at falling edges, where nothing of the chip changes), and
 // looks at `halted` every POLL cycles (a halted chip stays halted until reset, and the watchdog is
 // checked at exactly its bound), so a running program costs it nothing per cycle.
+`ifdef VERILATOR
+module ga2_tb (
+    input wire clk  // tb/ga2_tb_main.cpp toggles it every PERIOD / 2
+);
+`else
 module ga2_tb;
+`endif
 `ifndef EXTW
     `define EXTW 8192
 `endif
@@ -106,10 +114,10 @@ module ga2_tb;
     localparam [31:0] REC_MAGIC   = 32'h5245_4321;   // "REC!"
     localparam [31:0] CRC_POLY    = 32'hEDB8_8320;   // CRC-32, reflected
 
+`ifndef VERILATOR
     reg clk = 1'b0;
-    /* verilator lint_off BLKSEQ */
     always #(PERIOD / 2) clk = ~clk;  // the clock of a testbench: a blocking toggle is the plain way to write it
-    /* verilator lint_on BLKSEQ */
+`endif
 
     wire        halted, illegal;
     wire [2:0]  status;
@@ -195,7 +203,11 @@ module ga2_tb;
 
 `ifdef VERILATOR
 `systemc_header
-void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
+// $fread's bytes into `chunk`, as many lines as it holds (tb/sim_hooks.cpp)
+IData capra_fread_lines(IData fd, EData* lines, IData count);
+template <std::size_t N> IData capra_fread(IData fd, VlUnpacked<VlWide<3>, N>& chunk) {
+    return capra_fread_lines(fd, &chunk[0][0], N);
+}
 `verilog
 `endif
     reg [31:0] img [0:MAXWORDS-1];
@@ -205,7 +217,9 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
     reg [31:0] crc_t1 [0:255];
     reg [31:0] crc_t2 [0:255];
     reg [31:0] crc_t3 [0:255];
+    /* verilator lint_off UNDRIVEN */  // (a Verilator build fills it in C++: capra_fread)
     reg [71:0] chunk [0:CHUNK-1];    // lines as read, the first byte in bits 71:64
+    /* verilator lint_on UNDRIVEN */
     reg [8*(PATH_MAX+1)-1:0] path;   // one character more than allowed: a longer path shows up there
     reg [8*PATH_SHOWN-1:0]   shown;  // the path for messages: its end, from "..." when it is longer
     reg [8*(ARG_MAX+1)-1:0]  arg;    // a numeric plusarg's text (one character more, as for the path)
@@ -257,7 +271,11 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
     task refill;
         begin
             if (buf_at == buf_n && buf_part == 0 && buf_eof == 0) begin
+`ifdef VERILATOR
+                nbytes = $c32("capra_fread(", fd, ", ", chunk, ")");
+`else
                 nbytes = $fread(chunk, fd, 0, CHUNK);
+`endif
                 if (nbytes < 0) nbytes = 0;
                 buf_n = nbytes / 9;
                 buf_part = nbytes % 9;
@@ -382,10 +400,6 @@ void capra_read_unlocked(IData fd);  // tb/sim_hooks.cpp
                 $display("FAIL: cannot open the image %0s", shown);
                 bad = 1;
             end
-`ifdef VERILATOR
-            // the $fread of a Verilator build locks the file around every byte (tb/sim_hooks.cpp)
-            else $c("capra_read_unlocked(", fd, ");");
-`endif
             while (bad == 0 && nread < n_words && (headed || buf_at < buf_n || buf_part > 0)) begin
                 read_word;
                 if (bad == 0) begin

@@ -728,9 +728,7 @@ def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, m
     monkeypatch.setattr(sim, "section_checks", lambda: [])
     decodes = {W: [{"pages": 1}] * 32 for W in sim.WINDOWS}
     # no decode, no replay: only what the run writes is under test
-    monkeypatch.setattr(sim, "decode_all", lambda m: (decodes, [], []))
-    monkeypatch.setattr(sim, "replay_jobs", lambda d: ([], []))
-    monkeypatch.setattr(replay, "replay_in_background", lambda jobs, **options: None)
+    monkeypatch.setattr(sim, "decode_all", lambda m, decoded: (decodes, [], []))
     monkeypatch.setattr(sim, "section_replay", lambda d: (fake_cycles(), []))
     assert call(capsys, "sim").code == 0
     assert sim.RUN_JSON == sandbox / "ch15_run.json"

@@ -59,13 +59,17 @@ INSTALL_HINT = {
 # --x-initial fast: registers start at zero without asking the random generator for each (what the
 # default gives with +verilator+rand+reset+0, as the chip resets every register anyway; 5 ms less at
 # every start). OPT_FAST: the model's C++ at -O2 (Verilator's default -Os runs the replay about 25%
-# slower); OPT_GLOBAL: the runtime's too ($fread, the --timing scheduler; -O3 and Verilator's own -O3
+# slower); OPT_GLOBAL: the runtime's too (the --timing scheduler, $display; -O3 and Verilator's own -O3
 # measured no faster: docs/cycle_model.md).
-# Verilator writes the C++ and its makefile (--main --exe --timing: --binary without --build); the
-# build runs make on it itself, with the runtime's objects in place when they are kept.
+# Verilator writes the C++ and its makefile (--cc --exe --timing, with its own main, --main, or
+# the replay testbench's, tb/ga2_tb_main.cpp, which drives the clock instead of a --timing
+# coroutine: docs/cycle_model.md); the build runs make on it itself, with the runtime's objects in
+# place when they are kept.
 VERILATOR_FLAGS = ("-CFLAGS", "-DVL_VALUE_STRING_MAX_WORDS=1040", "-CFLAGS", "-DVL_USER_STOP", "--x-initial", "fast")
 VERILATOR_MAKE = ("OPT_FAST=-O2", "OPT_GLOBAL=-O2")
 VERILATOR_HOOKS = ROOT / "tb" / "sim_hooks.cpp"
+# the testbenches that bring their own main (it drives the clock); any other top gets Verilator's
+VERILATOR_MAINS = {GA2_TOP: ROOT / "tb" / "ga2_tb_main.cpp"}
 
 
 class SimulatorMissing(UserError, RuntimeError):
@@ -112,7 +116,7 @@ def build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]
     """The cache key of one build (module docstring)."""
     flags = "|".join(VERILATOR_FLAGS + VERILATOR_MAKE) if kind == "verilator" else ""
     h = hashlib.sha256(f"{kind}|{_version(kind)}|{top}|{'|'.join(defines)}|{flags}".encode())
-    extra = [VERILATOR_HOOKS] if kind == "verilator" else []
+    extra = [VERILATOR_HOOKS, *_main_of(top)] if kind == "verilator" else []
     # the sources as a set: the chapter's listing names every rtl/*.v in its own order, and builds
     # the same simulator as the replay's three files with the modules found in rtl/
     sources = {_shown(f): f for f in [*files, *extra, *INCLUDE_DIR.glob("*.vh"), *INCLUDE_DIR.glob("*.v")]}
@@ -175,10 +179,12 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
         note(f"building the Verilator simulator of {top} (once per change of RTL or defines; "
              "under half a minute)")
         try:
-            _check(["verilator", "--main", "--exe", "--timing", "-O2", "--default-language", "1364-2005",
-                    "--top-module", top, f"-I{INCLUDE_DIR}", "-y", str(INCLUDE_DIR), "--Mdir", str(work),
-                    "-o", f"V{top}", *VERILATOR_FLAGS, *(f"-D{d}" for d in defines), *map(str, paths),
-                    str(VERILATOR_HOOKS)], "verilator")
+            main = _main_of(top)
+            _check(["verilator", "--cc", "--exe", "--timing", *([] if main else ["--main"]), "-O2",
+                    "--default-language", "1364-2005", "--top-module", top, f"-I{INCLUDE_DIR}", "-y",
+                    str(INCLUDE_DIR), "--Mdir", str(work), "-o", f"V{top}", *VERILATOR_FLAGS,
+                    *(f"-D{d}" for d in defines), *map(str, paths), str(VERILATOR_HOOKS), *map(str, main)],
+                   "verilator")
             runtime = cache_dir() / f"verilator-runtime-{_runtime_key(work, top)}"
             kept = sorted(runtime.glob("*.o"))
             for obj_file in kept:  # newer than the makefile, so make takes them as built
@@ -196,9 +202,16 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
     return exe
 
 
+def _main_of(top: str) -> list[Path]:
+    """The main a Verilator build of `top` links, when the testbench brings its own (a list of one)."""
+    return [VERILATOR_MAINS[top]] if top in VERILATOR_MAINS else []
+
+
 def _runtime_objects(work: Path, top: str) -> list[str]:
     """The object files of Verilator's runtime and of tb/sim_hooks.cpp a build in `work` links: the
-    same for every design built with the same switches."""
+    same for every design built with the same switches (a testbench's own main, compiled against
+    the design's header, is not one of them)."""
+    mains = {f"{m.stem}.o" for m in _main_of(top)}
     names = []
     for mk in (work / f"V{top}_classes.mk", work / f"V{top}.mk"):
         listing = None
@@ -206,7 +219,9 @@ def _runtime_objects(work: Path, top: str) -> list[str]:
             if line.startswith(("VM_GLOBAL_FAST", "VM_GLOBAL_SLOW", "VM_USER_CLASSES")):
                 listing = []
             elif listing is not None and line.startswith("\t") and line.rstrip().endswith("\\"):
-                names.append(line.strip().rstrip("\\").strip() + ".o")
+                name = line.strip().rstrip("\\").strip() + ".o"
+                if name not in mains:
+                    names.append(name)
             else:
                 listing = None
     return names

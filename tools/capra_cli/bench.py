@@ -1,7 +1,9 @@
 """Benchmarks of the chip and its simulators (figures, never pass/fail).
 
 Prints: simulated cycles per second in Icarus and in Verilator (the 32-step decode, with the
-testbench's per-program loading subtracted by timing an image of as many empty programs), the
+testbench's per-program loading subtracted by timing an image of as many empty programs; seconds
+of the simulator's CPU time, user and system, so that other work on a shared machine changes the
+figure little), the
 Python machine model's time per program, and for matmuls and softmaxes of a few sizes the
 cycles against the roofline bound max(words moved, MACs / 16); and how many of the words the random
 programs compute a replay would see wrong (tools/visibility.py). A replay that does not PASS stops
@@ -11,6 +13,7 @@ Usage: bench.py [--repeats N]       (``make bench`` runs it; also ``capra bench`
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 
@@ -37,13 +40,19 @@ class ReplayFailed(Exception):
     a user's mistake)."""
 
 
+def children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed_run(sim, path, records: list[image.Record]) -> float:
-    """Seconds of one replay of the image at `path`; ReplayFailed when it does not pass (the speed
-    of a wrong run is no figure)."""
+    """CPU seconds of one replay of the image at `path` (the simulator's: it is built before, by
+    an untimed run); ReplayFailed when it does not pass (the speed of a wrong run is no figure)."""
     defines = replay.testbench_defines(0)
-    t0 = time.perf_counter()
+    t0 = children_cpu()
     rc, out = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=(f"+PROG={path}",))
-    elapsed = time.perf_counter() - t0
+    elapsed = children_cpu() - t0
     verdict = judge(sim.name, rc, out, len(records), expected=[r.counters for r in records])
     if not verdict.passed:
         raise ReplayFailed(f"a benchmark replay did not pass: {'; '.join(verdict.problems)}")
@@ -70,13 +79,13 @@ def simulator_speed(repeats: int) -> None:
                                      for _ in range(repeats))
             rate = cycles / max(full - base, 1e-9)
             print(f"  {sim.name:10s} {copies:2d} x the 32-step decode ({cycles} cycles beyond empty programs): "
-                  f"{full:6.2f} s, empty programs {base:5.2f} s: {rate:12,.0f} simulated cycles per second")
-    t0 = time.perf_counter()
+                  f"{full:6.2f} s CPU, empty programs {base:5.2f} s: {rate:12,.0f} simulated cycles per second")
+    t0 = time.process_time()
     for _ in range(repeats):
         for s in steps:
             run_program(s.code, s.ext, capra.isa.EXT_MEMORY)
-    per = (time.perf_counter() - t0) / (repeats * len(steps))
-    print(f"  Python machine model: {per * 1e3:.2f} ms per decode program "
+    per = (time.process_time() - t0) / (repeats * len(steps))
+    print(f"  Python machine model: {per * 1e3:.2f} ms CPU per decode program "
           f"({sum(s.cycles for s in steps) / len(steps) / per:,.0f} modelled cycles per second)")
 
 

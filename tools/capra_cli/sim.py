@@ -10,9 +10,9 @@ in use, the replays and a table of cycles per step with the totals, what one mor
 costs and what each window saves. Then a verdict: every check passed, every replay PASSed, both
 simulators printed identical counters (equal to the machine model's), windowed steps cost the
 same once the window is full, and the totals are ordered None > 8 > 4. Exits 1 if any of that
-fails. The six replays start as soon as the decodes are done and run side by side while the
-software checks run, each image in a folder of this run's own (kept, and named, when a replay
-fails). Only when the verdict is PASS it writes the
+fails. Each window's two replays start as soon as its decode is done and run side by side with
+the next decodes and the software checks, each image in a folder of its own (kept, and named, when
+a replay fails). Only when the verdict is PASS it writes the
 cycles per step to out/ch15_run.json (read by tools/ch15_figures.py; marked "verdict": "PASS" and
 with the configuration that ran); a run that fails removes an earlier out/ch15_run.json, so no
 figure shows numbers this code did not pass with.
@@ -20,6 +20,7 @@ figure shows numbers this code did not pass with.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import paged_lm as PL
@@ -52,15 +53,18 @@ def section_checks() -> list[str]:
     return problems
 
 
-def decode_all(m: dict) -> tuple[dict, list[str], list[str]]:
+def decode_all(m: dict, decoded: Callable[[int | None, list], None] = lambda W, steps: None,
+               ) -> tuple[dict, list[str], list[str]]:
     """The 32-step decode under each window on the paged host: the steps, section 2's lines (printed
-    later, after section 1) and the problems found."""
+    later, after section 1) and the problems found. ``decoded(W, steps)`` is called as each window's
+    decode is done (to start its replays while the next window decodes)."""
     expected = PT.rule_tokens(0, N_STEPS)
     decodes, lines, problems = {}, [], []
     for W in WINDOWS:
         chip = PL.PagedChip(m, N_STEPS, W, PAGE, 64)
         toks, records = chip.generate(0, N_STEPS)
         decodes[W] = records
+        decoded(W, records)
         ok = toks == expected
         pages = {L: records[L]["pages"] for L in (1, 8, 16)}  # pages when step L+1 starts = after step L
         lines.append(f"  window {W!s:>4}: rule ok {ok}; distinct programs compiled {len(chip.progs)}; pages in use: "
@@ -79,23 +83,21 @@ def section_rule(lines: list[str]) -> None:
         print(line)
 
 
-def replay_jobs(decodes: dict) -> tuple[list[replay.Replay], list[str]]:
-    """One image per window, each step's record from the machine model; a step whose host counters
-    differ from its record's is a problem (the host ran another program than the one replayed)."""
-    jobs, problems = [], []
-    for W in WINDOWS:
-        records = [image.record(step.code, step.ext) for step in decodes[W]]
-        jobs.append(replay.Replay(f"ch15_W{W}", records))
-        stale = [step.L for step, rec in zip(decodes[W], records, strict=True) if step.counters != rec.counters]
-        if stale:
-            problems.append(f"window {W}: steps {stale}: the host's counters differ from the record's")
-    return jobs, problems
+def replay_job(W: int | None, steps: list) -> tuple[replay.Replay, list[str]]:
+    """The image of one window, each step's record from the machine model; a step whose host
+    counters differ from its record's is a problem (the host ran another program than the one
+    replayed)."""
+    records = [image.record(step.code, step.ext) for step in steps]
+    stale = [step.L for step, rec in zip(steps, records, strict=True) if step.counters != rec.counters]
+    problems = [f"window {W}: steps {stale}: the host's counters differ from the record's"] if stale else []
+    return replay.Replay(f"ch15_W{W}", records), problems
 
 
-def section_replay(pending: Future) -> tuple[dict, list[str]]:
+def section_replay(pending: dict[int | None, Future]) -> tuple[dict, list[str]]:
     print("\n== 3. the decodes replayed on the RTL")
     cycles, problems = {}, []
-    for W, verdicts in zip(WINDOWS, pending.result(), strict=True):
+    for W in WINDOWS:
+        verdicts = pending[W].result()[0]
         for v in verdicts:
             print(f"  window {W!s:>4} {v.simulator:10s}{v.line} (exit {v.rc})")
             problems += [f"window {W}: {p}" for p in v.problems]
@@ -151,13 +153,19 @@ def _main() -> int:
     cfg = config.active()
     if cfg != config.DEFAULT:
         print(f"configuration: {cfg.label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)")
-    # The decodes first, silently: their replays (an Icarus run takes seconds) then run on the
-    # cores while the software checks run here, and the sections print in the book's order.
-    decodes, rule_lines, problems = decode_all(T.make_model("structured"))
-    jobs, found = replay_jobs(decodes)
-    problems += found
-    pending = replay.replay_in_background(jobs, tool="sim", workers=len(jobs) * len(replay.SIMULATORS))
-    problems = section_checks() + problems
+    # The decodes first, silently, each window's replays (an Icarus run takes seconds) started as
+    # soon as its decode is done: they run on the cores while the next decodes and the software
+    # checks run here, and the sections print in the book's order.
+    pending: dict[int | None, Future] = {}
+    found: list[str] = []
+
+    def start_replay(W: int | None, steps: list) -> None:
+        job, stale = replay_job(W, steps)
+        found.extend(stale)
+        pending[W] = replay.replay_in_background([job], tool="sim", workers=len(replay.SIMULATORS))
+
+    decodes, rule_lines, problems = decode_all(T.make_model("structured"), start_replay)
+    problems = section_checks() + problems + found
     section_rule(rule_lines)
     cycles, found = section_replay(pending)
     problems += found
