@@ -33,7 +33,7 @@ import argparse
 import concurrent.futures as cf
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from typing import TypeVar
 
 from replay import runs
@@ -58,30 +58,54 @@ class OtherSources(RuntimeError):
     """A worker's checkout is not at this checkout's sources."""
 
 
-def arguments(ap: argparse.ArgumentParser, what: str, default: int = DEFAULT_WORKERS) -> None:
-    """--workers N (also -j/--jobs, the older name) and --scheduler ADDRESS; `what` names the jobs.
-    ``check`` resolves them after parsing."""
-    alone = "one after another in this process, without Dask"
-    shown = "this machine's cores" if default == DEFAULT_WORKERS else alone
+def arguments(ap: argparse.ArgumentParser, what: str, default: int = DEFAULT_WORKERS, each: str = "",
+              needs: str = "this checkout's sources installed (make) and the simulators") -> None:
+    """--workers N (also -j/--jobs, the older name) and --scheduler ADDRESS; `what` names the jobs,
+    `each` says what one costs, `needs` what a cluster's workers must have. ``check`` resolves them
+    after parsing."""
     ap.add_argument("-j", "--jobs", "--workers", dest="workers", type=int_range(1, 64), default=None, metavar="N",
-                    help=f"{what} at once on a local Dask cluster of N worker processes, one thread each, 1..64 "
-                         f"(default {default}: {shown}; 1: {alone})")
+                    help=f"{what} at once: N worker processes of a local Dask cluster, one thread each, or with 1 one "
+                         f"after another in this process without Dask; 1..64 (default {default}){each}")
     ap.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                    help="run them on the existing Dask cluster at ADDRESS instead (e.g. tcp://10.0.0.5:8786), "
-                         "whose workers have this checkout's sources installed (make) and the simulators; "
-                         "the results are the same as here")
+                    help=f"run the {what} on the existing Dask cluster at ADDRESS instead (e.g. tcp://10.0.0.5:8786), "
+                         f"whose workers have {needs}; the results are the same as here")
     ap.set_defaults(default_workers=default)
 
 
 def check(args: argparse.Namespace) -> None:
-    """Refuse an empty --scheduler, and --workers with --scheduler (the cluster has its own size);
+    """Before any work: refuse a --scheduler that is not an address (BadArgument) or that no
+    scheduler answers at (ToolError), and --workers with --scheduler (the cluster has its own size);
     without --workers, the command's default."""
-    if args.scheduler is not None and not args.scheduler.strip():
-        raise BadArgument("--scheduler", "an empty address")
     if args.scheduler is not None and args.workers is not None:
         raise BadArgument("--workers", "a local cluster's size; with --scheduler the cluster is the one at ADDRESS")
     if args.workers is None:
         args.workers = args.default_workers
+    if args.scheduler is not None:
+        args.scheduler = address(args.scheduler)
+        with connected(args.scheduler):
+            pass
+
+
+def address(text: str) -> str:
+    """`text` as a Dask address (tcp:// when it names no protocol); BadArgument naming --scheduler
+    when it cannot be one."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import normalize_address, parse_address, parse_host_port
+
+    if not text.strip():
+        raise BadArgument("--scheduler", "an empty address")
+    try:
+        normal = normalize_address(text.strip())
+        scheme, location = parse_address(normal)
+        registry.get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            host, port = parse_host_port(location)
+            if not host or not 0 < port < 65536:
+                raise ValueError("a host and a port in 1..65535 are needed")
+    except (ValueError, TypeError) as error:
+        raise BadArgument("--scheduler", f"{text!r} is not a Dask scheduler's address ({error}); "
+                                         "e.g. tcp://10.0.0.5:8786") from None
+    return normal
 
 
 def where(workers: int, scheduler: str | None) -> str:
@@ -107,38 +131,54 @@ def _on_these_sources(expected: str, fn: Callable, *args: object) -> object:
     return fn(*args)
 
 
+def _quiet() -> None:
+    for name in ("distributed", "tornado"):  # their warnings (a busy port, a slow close) are not ours
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@contextmanager
+def connected(scheduler: str) -> Iterator[object]:
+    """A Dask Client of the scheduler at `scheduler`; ToolError (one line) when none answers there
+    within CONNECT_TIMEOUT seconds."""
+    from dask.distributed import Client
+
+    _quiet()
+    try:
+        client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT}s", set_as_default=False)
+    except (OSError, ValueError, TypeError) as error:
+        raise ToolError(f"--scheduler {scheduler}: no Dask scheduler answers there ({error})") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 @contextmanager
 def executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
     """A concurrent.futures Executor on a local Dask cluster of `workers` processes, or on the
     cluster at `scheduler`; closed (a local cluster stopped) when the block ends."""
+    if scheduler is not None:
+        with connected(scheduler) as client:
+            yield client.get_executor(pure=False)
+        return
     from dask.distributed import Client, LocalCluster
 
-    for name in ("distributed", "tornado"):  # their warnings (a busy port, a slow close) are not ours
-        logging.getLogger(name).setLevel(logging.ERROR)
-    cluster = None
+    _quiet()
     try:
-        if scheduler is None:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.ERROR)
-            client = Client(cluster, set_as_default=False)
-        else:
-            client = Client(scheduler.strip(), timeout=f"{CONNECT_TIMEOUT}s", set_as_default=False)
-    except (OSError, ValueError, TypeError) as error:
-        if cluster is not None:
-            cluster.close()
-        what = f"--scheduler {scheduler.strip()}" if scheduler is not None else "a local Dask cluster"
-        raise ToolError(f"{what}: {error}") from None
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
+    except (OSError, RuntimeError) as error:
+        raise ToolError(f"a local Dask cluster of {workers} workers did not start: {error}") from None
+    client = Client(cluster, set_as_default=False)
     try:
         yield client.get_executor(pure=False)
     except BaseException:
-        if cluster is not None:  # our own workers: stop the simulators their jobs started
-            with suppress(Exception):
-                client.run(runs.kill_children, wait=True, on_error="ignore")
+        with suppress(Exception):  # our own workers: stop the simulators their jobs started
+            client.run(runs.kill_children, wait=True, on_error="ignore")
         raise
     finally:
         client.close()
-        if cluster is not None:
-            cluster.close()
+        cluster.close()
 
 
 def _lost(error: BaseException, scheduler: str | None) -> ClusterLost:
@@ -164,7 +204,7 @@ def run(fn: Callable[[Job], object], jobs: Sequence[Job], *, workers: int = DEFA
     Dask. A lost cluster raises ClusterLost; Ctrl-C cancels every job not yet finished."""
     if not jobs:
         return
-    progress = Progress(what, len(jobs))
+    progress = Progress(what, len(jobs), every=10.0)
     if scheduler is None and workers == 1:
         for job in jobs:
             future: cf.Future = cf.Future()
@@ -199,11 +239,12 @@ def run_in_order(fn: Callable[[Job], object], jobs: Sequence[Job], **options) ->
     index = {id(job): i for i, job in enumerate(jobs)}
     waiting: dict[int, tuple[Job, cf.Future]] = {}
     following = 0
-    for job, future in run(fn, jobs, **options):
-        waiting[index[id(job)]] = (job, future)
-        while following in waiting:
-            yield waiting.pop(following)
-            following += 1
+    with closing(run(fn, jobs, **options)) as finished:  # a caller that stops early stops the jobs
+        for job, future in finished:
+            waiting[index[id(job)]] = (job, future)
+            while following in waiting:
+                yield waiting.pop(following)
+                following += 1
 
 
 def announce(count: int, what: str, workers: int, scheduler: str | None) -> None:
