@@ -165,8 +165,8 @@ def executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
 
     _quiet()
     try:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     except (OSError, RuntimeError) as error:
         raise ToolError(f"a local Dask cluster of {workers} workers did not start: {error}") from None
     client = Client(cluster, set_as_default=False)
