@@ -26,9 +26,9 @@ with its configuration made active there (capra.config.set_active):
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
 grid has 16 RTL configurations (sram_words x dma_queue, sram_words with the two-word port, and
 each other array size with either port),
-each synthesized once, one after the other
-and after the simulations (minutes each; cached in out/synth/cache/ per set of defines, so a
-second run takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
+each synthesized once, after the simulations, as jobs on the same workers as the points (minutes
+each; cached in out/synth/cache/ per set of defines of the machine that ran it, so a second run
+takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
 LUT4 + 240 x BRAM: on the HX8K one 4-kbit block RAM is 1/32 of its block RAM as 240 LUT4 are 1/32
 of its 7,680 logic cells (DSPs are 0: the HX8K has none; flip-flops share the LUT4s' logic cells).
 --no-area, or no Yosys on the machine (said in one line), puts the analytic count of the
@@ -174,18 +174,29 @@ def analytic_area(row: dict) -> float:
     return row["brams"]
 
 
-def synthesize_areas(points: tuple[config.Config, ...], *, place: bool, no_cache: bool,
-                     timeout: float) -> dict[tuple[str, ...], dict]:
-    """ga2 synthesized once per distinct RTL configuration among `points`, one after the other (each
-    takes minutes and most of a core); progress on stderr. Keyed by Config.rtl_defines()."""
+def area(defines: tuple[str, ...], *, place: bool, no_cache: bool, timeout: float) -> dict:
+    """The area of ga2 with `defines` (one job: here, or on a Dask worker, whose synthesis cache is
+    its own)."""
+    tools = synth.Children()
+    with executor.stopped_by(tools.kill_all), redirect_stdout(sys.stderr):  # synth's progress lines: stderr
+        return area_of(synth.synthesize_top(defines, place=place, timeout=timeout, no_cache=no_cache,
+                                            children=tools))
+
+
+def synthesize_areas(points: tuple[config.Config, ...], *, place: bool, no_cache: bool, timeout: float,
+                     workers: int = 1, scheduler: str | None = None) -> dict[tuple[str, ...], dict]:
+    """ga2 synthesized once per distinct RTL configuration among `points` (each takes minutes and
+    most of a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run);
+    progress on stderr. Keyed by Config.rtl_defines(), in the order of `points`."""
     distinct = list(dict.fromkeys(cfg.rtl_defines() for cfg in points))
     labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
-    areas: dict[tuple[str, ...], dict] = {}
-    for i, defines in enumerate(distinct, 1):
-        note(f"area {i} of {len(distinct)}: ga2 {labels[defines]} ({' '.join(defines) or 'no defines'})")
-        with redirect_stdout(sys.stderr):  # synth's progress lines; stdout is the table
-            areas[defines] = area_of(synth.synthesize_top(defines, place=place, timeout=timeout, no_cache=no_cache))
-    return areas
+    executor.announce(len(distinct), "RTL configurations to synthesize (ga2, Yosys)", workers, scheduler)
+    job = partial(area, place=place, no_cache=no_cache, timeout=timeout)
+    found: dict[tuple[str, ...], dict] = {}
+    for defines, future in executor.run(job, distinct, workers=workers, scheduler=scheduler, what="syntheses"):
+        found[defines] = future.result()
+        note(f"area of ga2 {labels[defines]} ({' '.join(defines) or 'no defines'}): done")
+    return {defines: found[defines] for defines in distinct}
 
 
 def area_problems(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str]) -> list[str]:
@@ -427,7 +438,7 @@ def main(args) -> int:
     areas: dict[tuple[str, ...], dict] = {}
     if measured:
         areas = synthesize_areas(points, place="nextpnr-ice40" not in missing, no_cache=args.no_cache,
-                                 timeout=args.synth_timeout)
+                                 timeout=args.synth_timeout, workers=args.workers, scheduler=args.scheduler)
         for cfg, r in zip(points, ordered):
             r["area"] = areas[cfg.rtl_defines()]
             if not r["problems"]:  # the cached row keeps its area: an --only run draws it behind its points

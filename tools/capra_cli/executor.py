@@ -131,9 +131,36 @@ def _on_these_sources(expected: str, fn: Callable, *args: object) -> object:
     return fn(*args)
 
 
+_stoppers: list[Callable[[], None]] = []  # what stops the jobs running in this process (a worker's)
+
+
+@contextmanager
+def stopped_by(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, stopping this process's jobs (the run interrupted) calls `stop` too: for
+    a job whose children runs.run_command did not start (and so kill_children does not reach)."""
+    _stoppers.append(stop)
+    try:
+        yield
+    finally:
+        _stoppers.remove(stop)
+
+
+def stop_jobs() -> None:
+    """Kill every child process this process's jobs started (run on each worker of a local cluster
+    when the run is interrupted)."""
+    runs.kill_children()
+    for stop in list(_stoppers):
+        stop()
+
+
 def _quiet() -> None:
-    for name in ("distributed", "tornado"):  # their warnings (a busy port, a slow close) are not ours
-        logging.getLogger(name).setLevel(logging.ERROR)
+    """No log lines from Dask itself (a busy port, a slow close, a lost scheduler's tracebacks): the
+    command says in its own one line what went wrong."""
+    import distributed  # noqa: F401 (it sets its loggers' levels when imported: set them after)
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.split(".")[0] in ("distributed", "tornado", "dask"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
@@ -174,7 +201,7 @@ def executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
         yield client.get_executor(pure=False)
     except BaseException:
         with suppress(Exception):  # our own workers: stop the simulators their jobs started
-            client.run(runs.kill_children, wait=True, on_error="ignore")
+            client.run(stop_jobs, wait=True, on_error="ignore")
         raise
     finally:
         client.close()
