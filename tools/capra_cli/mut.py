@@ -6,6 +6,8 @@ and whether the checks notice.
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
     python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
     capra mut --all --tier test          judge every mutant by a whole test tier instead of its check
+    capra mut --all --scheduler ADDRESS  the mutants on an existing Dask cluster (default: a local
+                                         one of --workers 2, the machine's cores; executor.py)
     python tools/mut_ch15.py --answers   exercise 5's worked answer (docs/paged_host.md): its
                                          mutant survives check_all() and the check that closes the
                                          gap catches it
