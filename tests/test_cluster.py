@@ -184,3 +184,4 @@ def test_results_in_order_come_in_the_jobs_order_whatever_finishes_first(monkeyp
 
     monkeypatch.setattr(executor, "run", backwards)
     assert list(executor.run_in_order(str, [3, 1, 2])) == [(3, "3"), (1, "1"), (2, "2")]
+    assert [job for job, _ in executor.run_in_order(str, [1, 2, 1])] == [1, 2, 1]  # one object twice

@@ -23,8 +23,10 @@ The same jobs give the same results either way:
 
 Errors: an address that does not parse or does not answer (``CONNECT_TIMEOUT``) is a ToolError
 (one line, exit 2) before any job starts; a cluster lost during the run (the scheduler gone, a job
-whose workers kept dying) is ``ClusterLost``, one line, exit 2. Progress: one line on stderr at most
-every few seconds for the whole run (``common.Progress``).
+whose workers kept dying) is ``ClusterLost``, one line, exit 2. Interrupted (Ctrl-C, SIGTERM), a
+run cancels its jobs not yet started and kills what a local cluster's running jobs started
+(``stop_jobs``); on an existing cluster the running jobs finish. Progress: one line on stderr at
+most every 10 s for the whole run (``common.Progress``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
 from typing import TypeVar
@@ -263,12 +266,14 @@ def run(fn: Callable[[Job], object], jobs: Sequence[Job], *, workers: int = DEFA
 def run_in_order(fn: Callable[[Job], object], jobs: Sequence[Job], **options) -> Iterator[tuple[Job, cf.Future]]:
     """As ``run``, but in the order of `jobs`: each as soon as it and every job before it has finished
     (a report that streams in a stable order)."""
-    index = {id(job): i for i, job in enumerate(jobs)}
+    places: dict[int, deque[int]] = {}  # a job's places in `jobs` (the same object may be there twice)
+    for i, job in enumerate(jobs):
+        places.setdefault(id(job), deque()).append(i)
     waiting: dict[int, tuple[Job, cf.Future]] = {}
     following = 0
     with closing(run(fn, jobs, **options)) as finished:  # a caller that stops early stops the jobs
         for job, future in finished:
-            waiting[index[id(job)]] = (job, future)
+            waiting[places[id(job)].popleft()] = (job, future)
             while following in waiting:
                 yield waiting.pop(following)
                 following += 1
