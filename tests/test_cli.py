@@ -268,7 +268,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("-n", "0", says="-n/--programs: 0 is outside 1..10000000"),
         bad("--batch", "many", says="--batch"),
         bad("--batch", "x", says="--batch: 'x' is not an integer"),
-        bad("-j", "0", says="-j/--jobs: 0 is outside 1..64"),
+        bad("-j", "0", says="-j/--jobs/--workers: 0 is outside 1..64"),
         without("iverilog", argv=("-n", "1")),
     ],
     "dse": [

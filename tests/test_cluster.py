@@ -70,16 +70,19 @@ def cluster(tmp_path_factory) -> Iterator[str]:
     try:
         start("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
               str(scheduler_file), log="scheduler.log")
-        deadline = time.monotonic() + START_TIMEOUT
-        while not scheduler_file.exists():
-            assert procs[0].poll() is None, (folder / "scheduler.log").read_text()
-            assert time.monotonic() < deadline, "the scheduler did not write its file"
-            time.sleep(0.2)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for name in ("w1", "w2"):
+        for name in ("w1", "w2"):  # started at once: a worker waits for the scheduler's file
             start("worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1", "--nthreads", "1",
                   "--no-nanny", "--no-dashboard", "--name", name, "--local-directory", str(folder / name),
                   log=f"{name}.log")
+        deadline = time.monotonic() + START_TIMEOUT
+        address = None
+        while address is None:
+            assert procs[0].poll() is None, (folder / "scheduler.log").read_text()
+            assert time.monotonic() < deadline, "the scheduler did not write its file"
+            try:
+                address = json.loads(scheduler_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):  # not there yet, or not yet whole
+                time.sleep(0.2)
         with Client(address, timeout=f"{START_TIMEOUT:.0f}s", set_as_default=False) as client:
             client.wait_for_workers(2, timeout=START_TIMEOUT)
         yield address
