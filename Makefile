@@ -57,7 +57,12 @@ $(FPGA_STAMP): $(STAMP)
 	@touch $@
 
 fpga: $(FPGA_STAMP)
-	$(PY) tools/fpga.py $(FPGA_ARGS)
+	$(PY) tools/fpga.py $(CLUSTER_ARGS) $(FPGA_ARGS)
+
+# An existing Dask cluster for the runs of many independent jobs (make dse, soak, mut, mut-all, fpga):
+# make soak N=100000 SCHEDULER=tcp://10.0.0.5:8786 (docs/design_space.md); without it, a local one.
+SCHEDULER ?=
+CLUSTER_ARGS = $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # A memory that stalls: make sim STALL=25 (percent of cycles each AXI channel stalls; SEED=<n> picks
 # the schedule), also make soak and make serve; the machine model runs on the same schedule.
@@ -87,15 +92,15 @@ lint: $(STAMP)
 	$(PY) tools/gen_exp_lut.py --check
 
 mut: $(STAMP) tools
-	$(PY) tools/mut_ch15.py
+	$(PY) tools/mut_ch15.py $(CLUSTER_ARGS)
 
 mut-all: $(STAMP) tools
-	$(PY) tools/mut_ch15.py --all
+	$(PY) tools/mut_ch15.py --all $(CLUSTER_ARGS)
 
 # Which mutants each test tier catches (hours: every mutant against a whole tier).
 mut-tiers: $(STAMP) tools
-	$(PY) -m capra_cli mut --all --tier fast
-	$(PY) -m capra_cli mut --all --tier test
+	$(PY) -m capra_cli mut --all --tier fast $(CLUSTER_ARGS)
+	$(PY) -m capra_cli mut --all --tier test $(CLUSTER_ARGS)
 
 examples: $(STAMP)
 	$(PY) tools/ch15_example_a.py
@@ -121,20 +126,21 @@ serve: $(STAMP) tools
 
 # The design-space sweep (docs/design_space.md): 48 configurations, each replayed exactly on both
 # simulators, then the whole ga2 synthesized by Yosys once per RTL configuration (hours; cached in
-# out/dse/ and out/synth/cache/, so a rerun resumes). Options: make dse DSE_ARGS="--no-area"
+# out/dse/ and out/synth/cache/, so a rerun resumes); jobs on a local Dask cluster of two workers, or
+# SCHEDULER's. Options: make dse DSE_ARGS="--no-area"
 DSE_ARGS ?=
 dse: $(STAMP) tools
-	$(PY) tools/dse.py $(DSE_ARGS)
+	$(PY) tools/dse.py $(CLUSTER_ARGS) $(DSE_ARGS)
 
 bench: $(STAMP) tools
 	$(PY) tools/bench.py
 	$(PY) tools/gather_bench.py
 
-# N random programs through the machine model and both simulators, on both cores; resumable:
-# make soak N=10000
+# N random programs through the machine model and both simulators, on both cores (a local Dask
+# cluster; SCHEDULER= an existing one); resumable: make soak N=10000
 N ?= 1000
 soak: $(STAMP) tools
-	$(PY) tools/soak.py -n $(N) $(if $(STALL),--stall $(STALL))
+	$(PY) tools/soak.py -n $(N) $(if $(STALL),--stall $(STALL)) $(CLUSTER_ARGS)
 
 waves: $(STAMP) tools
 	$(PY) tools/waves.py

@@ -136,10 +136,10 @@ def no_work(monkeypatch, sandbox):
     def refuse(*_args, **_kwargs):
         raise AssertionError("work started before the arguments were checked")
 
-    from capra_cli import dse, passkey, soak
+    from capra_cli import executor, passkey
 
     for module, name in ((paged_lm, "PagedChip"), (host, "ModelRunner"), (host, "calibrate"),
-                         (subprocess, "Popen"), (dse, "ProcessPoolExecutor"), (soak, "ProcessPoolExecutor")):
+                         (subprocess, "Popen"), (executor, "run"), (executor, "executor")):
         monkeypatch.setattr(module, name, refuse)
     real = passkey.make_mixed_model
     monkeypatch.setattr(passkey, "make_mixed_model",
@@ -268,7 +268,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("-n", "0", says="-n/--programs: 0 is outside 1..10000000"),
         bad("--batch", "many", says="--batch"),
         bad("--batch", "x", says="--batch: 'x' is not an integer"),
-        bad("-j", "0", says="-j/--jobs: 0 is outside 1..64"),
+        bad("-j", "0", says="-j/--jobs/--workers: 0 is outside 1..64"),
         without("iverilog", argv=("-n", "1")),
     ],
     "dse": [

@@ -75,7 +75,7 @@ def test_table_shows_the_synthesized_columns_or_says_analytic():
 def test_one_synthesis_per_rtl_configuration_in_order(monkeypatch):
     calls = []
 
-    def fake(defines, *, place, timeout, no_cache):
+    def fake(defines, *, place, timeout, no_cache, children):
         calls.append(defines)
         return synth.Result("ga2", counts={"lut4": 1, "ff": 2, "bram": 3, "dsp": 0}, memory_ok=True)
 

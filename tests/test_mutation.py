@@ -170,7 +170,7 @@ def test_a_mutant_that_no_longer_applies_prints_how_to_reanchor_it(monkeypatch):
     monkeypatch.setattr(M, "run_unbroken", lambda *args, **kwargs: M.Result(None, M.SURVIVED))
     stale = M.Mutant("page table", "model/paged_lm.py", "a line an exercise rewrote", "x", "stale", "paged")
     lines: list[str] = []
-    run = M.report([stale], out=lines.append)
+    run = M.report([stale], jobs=1, out=lines.append)
     assert run is not None and not M.accounted_for(run.results[0])
     assert "page table: stale: NO LONGER APPLIES" in lines
     assert lines[-1] == M.REANCHOR and "tools/mut_ch15.py" in M.REANCHOR

@@ -217,7 +217,9 @@ class Progress:
         now = time.monotonic()
         if now - self.last >= self.every and self.done < self.total:
             self.last = now
-            note(f"{self.what}: {self.done} of {self.total} ({now - self.start:.0f} s)")
+            spent = now - self.start
+            left = spent / self.done * (self.total - self.done)  # at the pace so far
+            note(f"{self.what}: {self.done} of {self.total} ({spent:.0f} s; about {left:.0f} s more at this pace)")
 
 
 def finish(problems: Iterable[str], checks: int, passed: str = "", *, itemize: bool = False,

@@ -1,7 +1,7 @@
 """The design-space sweep: GA2 at every point of a grid of configurations (model/capra/config.py),
 each verified on both simulators before it is reported.
 
-Usage: python tools/dse.py [--random N] [--jobs J] [--no-cache] [--no-area] [--only KEY ...]
+Usage: python tools/dse.py [--random N] [--workers N | --scheduler ADDRESS] [--no-cache] [--no-area] [--only KEY ...]
 (``make dse`` runs it; also ``capra dse``; docs/design_space.md explains the table.)
 
 Grid: ext_latency in {0, 4, 8} x sram_words in {2048, 4096, 8192} x dma_queue in {2, 4, 8} with the
@@ -9,8 +9,9 @@ one-word external port and the 4 x 4 array; the two-word port (ext_words=2) at e
 {0, 4, 8} x sram_words in {2048, 4096, 8192} with the default queue of 4; and the 2 x 2 and 8 x 8
 arrays (n = 2, 8) at ext_latency in {0, 4, 8} x ext_words in {1, 2} with the default scratchpad and
 queue (48 points; L4 S4096 Q4 is the default chip).
-For each point, in a worker process of its own (GA2_CONFIG-style: capra.config.set_active), on the
-machine's cores (--jobs, default 2):
+For each point, as a job of its own on a local Dask cluster of --workers processes (default 2, the
+machine's cores) or on the existing Dask cluster at --scheduler ADDRESS (tools/capra_cli/executor.py),
+with its configuration made active there (capra.config.set_active):
 
   exactness  N random programs (--random, default 20) and the tiny model's 32-step decode (no
              window) replayed in Icarus and in Verilator built for the point; every word and all
@@ -25,9 +26,9 @@ machine's cores (--jobs, default 2):
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
 grid has 16 RTL configurations (sram_words x dma_queue, sram_words with the two-word port, and
 each other array size with either port),
-each synthesized once, one after the other
-and after the simulations (minutes each; cached in out/synth/cache/ per set of defines, so a
-second run takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
+each synthesized once, after the simulations, as jobs on the same workers as the points (minutes
+each; cached in out/synth/cache/ per set of defines of the machine that ran it, so a second run
+takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
 LUT4 + 240 x BRAM: on the HX8K one 4-kbit block RAM is 1/32 of its block RAM as 240 LUT4 are 1/32
 of its 7,680 logic cells (DSPs are 0: the HX8K has none; flip-flops share the LUT4s' logic cells).
 --no-area, or no Yosys on the machine (said in one line), puts the analytic count of the
@@ -49,16 +50,16 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import redirect_stdout
+from functools import partial
 from pathlib import Path
 
 import replay
 from capra import config
 from replay import image, runs
 
-from . import synth
-from .common import BadArgument, Parser, Progress, finish, in_range, int_range, note
+from . import executor, synth
+from .common import BadArgument, Parser, finish, in_range, int_range, note
 
 ROOT = runs.ROOT
 
@@ -173,18 +174,29 @@ def analytic_area(row: dict) -> float:
     return row["brams"]
 
 
-def synthesize_areas(points: tuple[config.Config, ...], *, place: bool, no_cache: bool,
-                     timeout: float) -> dict[tuple[str, ...], dict]:
-    """ga2 synthesized once per distinct RTL configuration among `points`, one after the other (each
-    takes minutes and most of a core); progress on stderr. Keyed by Config.rtl_defines()."""
+def area(defines: tuple[str, ...], *, place: bool, no_cache: bool, timeout: float) -> dict:
+    """The area of ga2 with `defines` (one job: here, or on a Dask worker, whose synthesis cache is
+    its own)."""
+    tools = synth.Children()
+    with executor.stopped_by(tools.kill_all), redirect_stdout(sys.stderr):  # synth's progress lines: stderr
+        return area_of(synth.synthesize_top(defines, place=place, timeout=timeout, no_cache=no_cache,
+                                            children=tools))
+
+
+def synthesize_areas(points: tuple[config.Config, ...], *, place: bool, no_cache: bool, timeout: float,
+                     workers: int = 1, scheduler: str | None = None) -> dict[tuple[str, ...], dict]:
+    """ga2 synthesized once per distinct RTL configuration among `points` (each takes minutes and
+    most of a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run);
+    progress on stderr. Keyed by Config.rtl_defines(), in the order of `points`."""
     distinct = list(dict.fromkeys(cfg.rtl_defines() for cfg in points))
     labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
-    areas: dict[tuple[str, ...], dict] = {}
-    for i, defines in enumerate(distinct, 1):
-        note(f"area {i} of {len(distinct)}: ga2 {labels[defines]} ({' '.join(defines) or 'no defines'})")
-        with redirect_stdout(sys.stderr):  # synth's progress lines; stdout is the table
-            areas[defines] = area_of(synth.synthesize_top(defines, place=place, timeout=timeout, no_cache=no_cache))
-    return areas
+    executor.announce(len(distinct), "RTL configurations to synthesize (ga2, Yosys)", workers, scheduler)
+    job = partial(area, place=place, no_cache=no_cache, timeout=timeout)
+    found: dict[tuple[str, ...], dict] = {}
+    for defines, future in executor.run(job, distinct, workers=workers, scheduler=scheduler, what="syntheses"):
+        found[defines] = future.result()
+        note(f"area of ga2 {labels[defines]} ({' '.join(defines) or 'no defines'}): done")
+    return {defines: found[defines] for defines in distinct}
 
 
 def area_problems(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str]) -> list[str]:
@@ -326,13 +338,18 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def estimate(todo: int, cached: list[dict], jobs: int, synthesis: bool) -> str:
-    """How long the run will take, from the times the cache recorded (a point records its own)."""
+def estimate(todo: int, cached: list[dict], jobs: int | None, synthesis: bool) -> str:
+    """How long the run will take, from the times the cache recorded (a point records its own);
+    `jobs` points at a time (None: a cluster of a size not known here, so a time per point only)."""
     if not todo:
         return "every point is cached: the table comes at once" + (
             " (after the area of any RTL configuration not yet synthesized)" if synthesis else "")
     times = [r["seconds"] for r in cached if isinstance(r.get("seconds"), (int, float))]
-    if times:
+    if times and jobs is None:
+        each = statistics.median(times)
+        text = (f"{todo} point{'s' * (todo != 1)} to measure: {each:.0f} s a point (the median of {len(times)} in "
+                f"the cache), divided among the cluster's workers")
+    elif times:
         each = statistics.median(times)
         rounds = -(-todo // jobs)
         text = (f"{todo} point{'s' * (todo != 1)} to measure: about {duration(rounds * each)} "
@@ -350,7 +367,7 @@ def estimate(todo: int, cached: list[dict], jobs: int, synthesis: bool) -> str:
 def arguments(ap: Parser) -> None:
     ap.add_argument("--random", type=int_range(1, 1000), default=20,
                     help="random programs replayed per point, 1..1000 (default 20)")
-    ap.add_argument("--jobs", type=int_range(1, 64), default=2, help="worker processes, 1..64 (default 2)")
+    executor.arguments(ap, "points")
     ap.add_argument("--no-cache", action="store_true",
                     help="recompute every point, and synthesize every RTL configuration again (minutes each)")
     ap.add_argument("--no-area", action="store_true",
@@ -362,6 +379,7 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    executor.check(args)
     points = GRID
     if args.only:
         if any(not k.replace(",", "").strip() for k in args.only):
@@ -401,30 +419,26 @@ def main(args) -> int:
         todo.append(cfg)
     rest = cached_rest(points, cache_file) if args.only else []
     print(f"== {len(points)} configurations ({len(points) - len(todo)} cached), {args.random} random programs "
-          f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; {args.jobs} workers")
-    print(estimate(len(todo), list(rows.values()) + rest, args.jobs, measured))
-    progress = Progress("points", len(todo), every=10.0)
-    if todo:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(point, cfg, args.random): cfg for cfg in todo}
-            for fut in as_completed(futures):
-                cfg = futures[fut]
-                try:
-                    r = fut.result()
-                except Exception as error:  # a worker that crashed is a failed point, named
-                    r = {"config": cfg.key(), "label": cfg.label(), "brams": bram_count(cfg),
-                         "problems": [f"{cfg.label()}: {type(error).__name__}: {error}"]}
-                rows[cfg.key()] = r
-                if not r["problems"]:
-                    runs.write_json(cache_file(cfg), r)
-                progress.step()
-                note(f"{cfg.label()}: {'does not fit' if 'fits' in r else 'FAIL' if r['problems'] else 'PASS'}")
+          f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
+          f"{executor.where(args.workers, args.scheduler)}")
+    print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, measured))
+    for cfg, fut in executor.run(partial(point, n_random=args.random), todo, workers=args.workers,
+                                 scheduler=args.scheduler, what="points"):
+        try:
+            r = fut.result()
+        except Exception as error:  # a point that crashed is a failed point, named
+            r = {"config": cfg.key(), "label": cfg.label(), "brams": bram_count(cfg),
+                 "problems": [f"{cfg.label()}: {type(error).__name__}: {error}"]}
+        rows[cfg.key()] = r
+        if not r["problems"]:
+            runs.write_json(cache_file(cfg), r)
+        note(f"{cfg.label()}: {'does not fit' if 'fits' in r else 'FAIL' if r['problems'] else 'PASS'}")
     ordered = [rows[cfg.key()] for cfg in points]
     labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
     areas: dict[tuple[str, ...], dict] = {}
     if measured:
         areas = synthesize_areas(points, place="nextpnr-ice40" not in missing, no_cache=args.no_cache,
-                                 timeout=args.synth_timeout)
+                                 timeout=args.synth_timeout, workers=args.workers, scheduler=args.scheduler)
         for cfg, r in zip(points, ordered):
             r["area"] = areas[cfg.rtl_defines()]
             if not r["problems"]:  # the cached row keeps its area: an --only run draws it behind its points

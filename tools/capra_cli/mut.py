@@ -6,6 +6,8 @@ and whether the checks notice.
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
     python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
     capra mut --all --tier test          judge every mutant by a whole test tier instead of its check
+    capra mut --all --scheduler ADDRESS  the mutants on an existing Dask cluster (default: a local
+                                         one of --workers 2, the machine's cores; executor.py)
     python tools/mut_ch15.py --answers   exercise 5's worked answer (docs/paged_host.md): its
                                          mutant survives check_all() and the check that closes the
                                          gap catches it
@@ -25,8 +27,9 @@ import importlib.util
 
 from replay import runs
 
+from . import executor
 from . import mutants as extended
-from .common import BadArgument, Parser, int_range, require_decode
+from .common import BadArgument, Parser, require_decode
 from .mutation import CAUGHT, SURVIVED, TIER_PARTS, TIERS, Mutant, accounted_for, report, run_mutant
 
 BOOK_FILE = runs.ROOT / "tools" / "mut_ch15.py"
@@ -75,8 +78,7 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--all", action="store_true", help="add the compiler, machine-model and RTL mutants")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit (runs nothing)")
     ap.add_argument("-k", dest="word", help="only mutants whose area or description contains WORD")
-    ap.add_argument("-j", "--jobs", type=int_range(1, 64), default=2,
-                    help="mutants checked at once, 1..64 (default 2)")
+    executor.arguments(ap, "mutants", each="; a mutant's check takes a core")
     ap.add_argument("-v", "--verbose", action="store_true", help="print what each check reported")
     ap.add_argument("--answers", action="store_true",
                     help="run exercise 5's worked answer (its mutant, with and without the check that closes it)")
@@ -85,6 +87,7 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    executor.check(args)
     if args.answers:
         others = [flag for flag, given in (("--all", args.all), ("--list", args.list), ("-k", args.word is not None),
                                            ("--tier", args.tier is not None)) if given]
@@ -109,7 +112,7 @@ def main(args) -> int:
     # its own checks" with a child's traceback.
     require_decode(32, "the chapter's checks")
     commit = runs.source_commit()
-    run = report(mutants, jobs=args.jobs, verbose=args.verbose, tier=args.tier,
+    run = report(mutants, jobs=args.workers, scheduler=args.scheduler, verbose=args.verbose, tier=args.tier,
                  full=args.all or bool(args.word) or args.tier is not None)
     if run is None:
         return 1

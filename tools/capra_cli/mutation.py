@@ -35,10 +35,12 @@ The checks (each mutant names one; ``tier`` replaces them all with a whole test 
     tier      ``make test-fast``, ``make test`` or ``make test-full``'s pytest (``TIERS``), stopping
               at the first failure: which mutants each tier of the suite catches by itself.
 
-Mutants run on ``jobs`` worker threads (two by default, the machine's cores); each worker only
-waits for its subprocess, so at most ``jobs`` checks run at once. Every check runs in a process
-group of its own (``replay.runs.run_command``): a timeout kills the check with the simulators it
-started, and Ctrl-C stops every running check before the tool exits.
+The unbroken copy and the mutants are jobs of ``executor.run_in_order``: ``jobs`` at once on a
+local Dask cluster (two by default, the machine's cores; one: one after another in this process), or
+on the Dask cluster at ``scheduler``, each in a copy of its worker's checkout (which must be at
+this checkout's sources: the executor checks) with this run's GA2_CONFIG and GA2_EXT. Every check
+runs in a process group of its own (``replay.runs.run_command``): a timeout kills the check with
+the simulators it started, and Ctrl-C stops every running check before the tool exits.
 """
 
 from __future__ import annotations
@@ -50,12 +52,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from capra import config
 from replay import runs
 from replay.simulators import CACHE_ENV, cache_dir
+
+from . import executor
 
 ROOT = runs.ROOT
 # what a copy holds: the code, its tests and what the tests read (docs/isa.md's generated table, the
@@ -336,37 +342,69 @@ class Run:
     seconds: float = 0.0
 
 
-def run_all(mutants: Sequence[Mutant], jobs: int = 2, src: Path = ROOT,
-            on_result: Callable[[Result], None] | None = None,
-            on_unbroken: Callable[[bool], None] | None = None, tier: str | None = None) -> Run:
-    """The unbroken copy first (every check the mutants use, or the tier), then the mutants, `jobs`
-    at a time.
+CHIP_VARIABLES = (config.ENV, config.ENV_EXT)  # what a check's chip follows; carried to every worker
+
+
+def chip_environment() -> dict[str, str]:
+    """This run's GA2_CONFIG and GA2_EXT (those set), for the checks wherever they run."""
+    return {name: os.environ[name] for name in CHIP_VARIABLES if name in os.environ}
+
+
+@contextmanager
+def _chip(chip: dict[str, str]):
+    """While the block runs, GA2_CONFIG and GA2_EXT are `chip`'s (the checks' children inherit them)."""
+    saved = {name: os.environ.get(name) for name in CHIP_VARIABLES}
+    for name in CHIP_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(chip)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def check_one(mutant: Mutant | None, *, checks: Sequence[str], blocks: Sequence[str], tier: str | None,
+              chip: dict[str, str]) -> Result:
+    """One job of a run (on a worker, or here): the unbroken copy's checks (mutant None) or one
+    mutant's, on `chip`'s configuration."""
+    with _chip(chip):
+        if mutant is None:
+            return run_unbroken(checks, blocks=blocks, tier=tier)
+        return run_mutant(mutant, tier=tier)
+
+
+def run_all(mutants: Sequence[Mutant], jobs: int = 2, on_result: Callable[[Result], None] | None = None,
+            on_unbroken: Callable[[bool], None] | None = None, tier: str | None = None,
+            scheduler: str | None = None) -> Run:
+    """The unbroken copy (every check the mutants use, or the tier) and the mutants, `jobs` at a
+    time (or on the Dask cluster at `scheduler`); the mutants' results count only when the unbroken
+    copy passes (when it fails, the rest is cancelled).
 
     Results come back in the order of ``mutants``; ``on_result`` sees each one as soon as it and
     all those before it are done, so the report streams in a stable order.
     """
     start = time.monotonic()
-    unbroken = run_unbroken([m.check for m in mutants], src, blocks=[m.block for m in mutants if m.block],
-                            tier=tier)
-    run = Run(unbroken.status == SURVIVED, unbroken.detail)
-    if on_unbroken:
-        on_unbroken(run.unbroken_passes)
-    if not run.unbroken_passes:
-        run.seconds = time.monotonic() - start
-        return run
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_mutant, m, src, tier=tier) for m in mutants]
-        try:
-            for future in futures:
-                result = future.result()
-                run.results.append(result)
-                if on_result:
-                    on_result(result)
-        except BaseException:  # Ctrl-C: the workers wait for their checks, so stop those first
-            for future in futures:
-                future.cancel()
-            runs.kill_children()
-            raise
+    check = partial(check_one, checks=[m.check for m in mutants], blocks=[m.block for m in mutants if m.block],
+                    tier=tier, chip=chip_environment())
+    run = Run(False, "")
+    with closing(executor.run_in_order(check, [None, *mutants], workers=jobs, scheduler=scheduler,
+                                       what="checks (the unbroken copy, then the mutants)")) as finished:
+        for mutant, future in finished:
+            result = future.result()
+            if mutant is None:
+                run = Run(result.status == SURVIVED, result.detail)
+                if on_unbroken:
+                    on_unbroken(run.unbroken_passes)
+                if not run.unbroken_passes:
+                    break  # closing the jobs cancels the mutants
+                continue
+            run.results.append(result)
+            if on_result:
+                on_result(result)
     run.seconds = time.monotonic() - start
     return run
 
@@ -386,7 +424,7 @@ def accounted_for(result: Result) -> bool:
 
 
 def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full: bool = False,
-           out: Callable[[str], None] = print, tier: str | None = None) -> Run | None:
+           out: Callable[[str], None] = print, tier: str | None = None, scheduler: str | None = None) -> Run | None:
     """Run the mutants and print the chapter's report; the Run (None when the unbroken code fails).
 
     One line per mutant, in list order. Without ``full`` (the book's run) the last line is
@@ -410,7 +448,7 @@ def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full
             for line in result.detail.splitlines():
                 out(f"    | {line}")
 
-    run = run_all(mutants, jobs=jobs, on_result=show, tier=tier,
+    run = run_all(mutants, jobs=jobs, on_result=show, tier=tier, scheduler=scheduler,
                   on_unbroken=lambda ok: out(f"unbroken model passes: {ok}"))
     if not run.unbroken_passes:
         out("the unbroken code fails its own checks, so no mutant can be judged:")
@@ -420,7 +458,8 @@ def report(mutants: Sequence[Mutant], jobs: int = 2, verbose: bool = False, full
     book = [r for r in run.results if r.mutant.check == "paged"]
     book_line = f"{BOOK_SUMMARY}: {sum(r.status == CAUGHT for r in book)} of {len(book)} broken versions caught"
     n = len(run.results)
-    wall = f"wall time: {run.seconds:.0f} s for {n} mutant{'s' * (n != 1)}, {jobs} at a time"
+    wall = f"wall time: {run.seconds:.0f} s for {n} mutant{'s' * (n != 1)}, " + (
+        f"on the Dask cluster at {scheduler}" if scheduler else f"{jobs} at a time")
     out("")
     if full:
         for area, (caught, equivalent, total) in summary_by_area(run.results).items():

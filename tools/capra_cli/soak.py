@@ -9,11 +9,14 @@ at one external memory latency (0, 1, 16 cycles and the configuration's own, 4 a
 turn). A batch is one image (model/replay/image.py, expectations from the machine model) replayed
 once in Icarus and once in Verilator, in a folder of its own; the testbench compares the external
 memory, the scratchpad words each program wrote and the seven counters, and prints every
-program's counters, which must also equal the model's. --jobs batches run at once (default 2:
-this machine's cores).
+program's counters, which must also equal the model's. --workers batches run at once on a local
+Dask cluster (default 2: this machine's cores; 1: one after another in this process), or
+--scheduler ADDRESS runs them on an existing Dask cluster (tools/capra_cli/executor.py): a batch
+carries its configuration and seeds, so the verdicts are the same wherever it runs.
 
 A program the testbench stops at (FAIL or MISMATCH) is counted as a mismatch, its image kept
-under out/soak/, and the rest of its batch is replayed after it, so every program is checked.
+under out/soak/ (written here, from the batch's result, wherever the batch ran), and the rest of
+its batch is replayed after it, so every program is checked.
 
 The chip and the model follow the active configuration (GA2_CONFIG, docs/design_space.md), e.g.
 GA2_CONFIG="ext_words=2" python tools/soak.py -n 2000. With --stall P the memory's AXI channels stall
@@ -37,7 +40,6 @@ import hashlib
 import json
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -48,6 +50,7 @@ from replay import image, runs
 from replay.simulators import GA2_FILES, GA2_TOP, SIMULATORS
 from replay.verdict import failed_program, parse_counters, verdict_line
 
+from . import executor
 from .common import Parser, ToolError, int_range
 
 SOAK_DIR = runs.OUT / "soak"
@@ -83,6 +86,7 @@ class Batch:
     latency: int
     seed: int
     stall: int = 0  # percent of cycles each memory channel stalls
+    chip: config.Config = field(default_factory=config.active)  # the run's configuration, wherever it runs
 
     def seeds(self) -> list[int]:
         return [self.seed * SEED_STRIDE + SEED_BASE + self.first + i for i in range(self.count)]
@@ -90,7 +94,7 @@ class Batch:
     def memory(self) -> config.Config:
         """The active configuration with this batch's stalls (a schedule seed of its own)."""
         stall_seed = (self.seed * 100_003 + self.index) % config.SEED_MAX + 1
-        return replace(config.active(), ext_stall=self.stall, ext_seed=stall_seed)
+        return replace(self.chip, ext_stall=self.stall, ext_seed=stall_seed)
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Outcome:
     batch: int
     programs: int
     mismatches: list[dict] = field(default_factory=list)
+    kept: dict[str, list[int]] = field(default_factory=dict)  # file name in SOAK_DIR -> image words
 
 
 def batches(n: int, size: int, seed: int, stall: int = 0) -> list[Batch]:
@@ -126,7 +131,9 @@ def _replay(sim, records: list[image.Record], path: Path, latency: int,
 
 
 def run_batch(batch: Batch) -> Outcome:
-    """Generate, model and replay one batch in both simulators (runs in a worker process)."""
+    """Generate, model and replay one batch in both simulators (runs in a worker process, here or on
+    a cluster): it writes only in a run folder of its own; the images to keep come back in the
+    Outcome."""
     with config.use(batch.memory()):
         return _run_batch(batch)
 
@@ -136,6 +143,7 @@ def _run_batch(batch: Batch) -> Outcome:
     records = [image.record(*random_program(s, ext_latency=batch.latency), ext_latency=batch.latency)
                for s in seeds]
     bad: dict[int, dict] = {}
+    kept: dict[str, list[int]] = {}
     with runs.run_folder(f"soak-batch{batch.index}") as run:
         for sim in SIMULATORS:
             first = 0
@@ -153,10 +161,10 @@ def _run_batch(batch: Batch) -> Outcome:
                     break
                 if stop not in bad:
                     bad[stop] = {"seed": seeds[stop], "simulator": sim.name, "why": line}
-                image.write_image([records[stop]], SOAK_DIR / f"seed{seeds[stop]}_latency{batch.latency}.hex")
+                kept[f"seed{seeds[stop]}_latency{batch.latency}.hex"] = image.header_words([records[stop]])
                 first = stop + 1
     mismatches = [{"program": batch.first + i, "latency": batch.latency, **bad[i]} for i in sorted(bad)]
-    return Outcome(batch.index, batch.count, mismatches)
+    return Outcome(batch.index, batch.count, mismatches, kept)
 
 
 # ---- state ---------------------------------------------------------------------------------------
@@ -215,16 +223,11 @@ def totals(state: dict, plan: list[Batch]) -> tuple[int, int]:
     return sum(d["programs"] for d in done), sum(len(d["mismatches"]) for d in done)
 
 
-def _outcomes(todo: list[Batch], jobs: int):
-    """(batch, outcome) as batches finish: in worker processes, or here one by one with jobs = 1."""
-    if jobs == 1:
-        for b in todo:
-            yield b, run_batch(b)
-        return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_batch, b): b for b in todo}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+def _outcomes(todo: list[Batch], workers: int, scheduler: str | None):
+    """(batch, outcome) as batches finish (executor.run: a local Dask cluster, the one at
+    `scheduler`, or here one by one with one worker)."""
+    for b, future in executor.run(run_batch, todo, workers=workers, scheduler=scheduler, what="soak batches"):
+        yield b, future.result()
 
 
 def arguments(ap: Parser) -> None:
@@ -234,8 +237,7 @@ def arguments(ap: Parser) -> None:
                     help="which programs: run s checks programs no other s shares, 0..1000000 (default 0)")
     ap.add_argument("--batch", type=int_range(1, 5000), default=250,
                     help="programs per simulator run, 1..5000 (default 250)")
-    ap.add_argument("-j", "--jobs", type=int_range(1, 64), default=2,
-                    help="batches at once, 1..64 (default 2, the machine's cores)")
+    executor.arguments(ap, "batches")
     ap.add_argument("--stall", type=int_range(0, config.STALL_MAX), default=0,
                     help=f"percent of cycles each AXI channel of the memory stalls, 0..{config.STALL_MAX} (default 0: "
                          "always ready); the model runs on the same seeded schedule")
@@ -243,6 +245,7 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    executor.check(args)
     if config.active().ext_memory < SPAN:
         raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
                         f"{config.active().ext_memory}")
@@ -265,7 +268,10 @@ def main(args) -> int:
             todo = []
     start = time.perf_counter()
     base_seconds = state["seconds"]
-    for b, outcome in _outcomes(todo, args.jobs):
+    executor.announce(len(todo), "batches", args.workers, args.scheduler)
+    for b, outcome in _outcomes(todo, args.workers, args.scheduler):
+        for name, words in outcome.kept.items():
+            image.write_words(words, SOAK_DIR / name)
         state["done"][str(b.index)] = {"programs": outcome.programs, "latency": b.latency,
                                        "mismatches": outcome.mismatches}
         state["seconds"] = base_seconds + time.perf_counter() - start

@@ -1074,16 +1074,17 @@ def make_options(device: Device = HX8K, tools: Tools = PYPI_TOOLS, **choices: ob
 
 
 def synthesize_top(defines: tuple[str, ...] | list[str], *, place: bool = True, timeout: float = 1800.0,
-                   no_cache: bool = False) -> Result:
+                   no_cache: bool = False, children: Children | None = None) -> Result:
     """The top ga2 built with `defines` (e.g. Config.rtl_defines()), checked, synthesized and, with
     `place`, placed and routed on the HX8K with the same settings as `make synth` (seed 1, 100 MHz):
     for make dse, which needs the area of each configuration it sweeps. Cached like any row, one
     entry per set of defines. Runs in the calling thread; Ctrl-C kills Yosys and nextpnr. A step
     that fails or times out is the result's error; a design that does not fit is its note (Fmax
-    None). Needs yosys (and nextpnr-ice40 with `place`): check missing_tools first."""
+    None). Needs yosys (and nextpnr-ice40 with `place`): check missing_tools first. `children`
+    runs the tools (its kill_all stops them from another thread)."""
     [block] = choose_blocks([TOP], defines)
     options = make_options(timeout=timeout, no_cache=no_cache, place_all=place)
-    return run_block(Children(), block, options)
+    return run_block(children or Children(), block, options)
 
 
 def run_all(blocks: list[Block], options: Options, jobs: int) -> list[Result]:
