@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from capra import isa
 from capra_cli import waves
 from capra_cli.__main__ import run_command
 from conftest import needs_icarus
@@ -98,7 +99,7 @@ def test_make_waves_writes_every_signal_the_save_file_opens_on(tmp_path, monkeyp
         assert found[s][1] == (int(m.group(1)) - int(m.group(2)) + 1 if m else 1), s
 
     names = {n: found[f"{SCOPE}.{n}"][0] for n in ("clk", "pc[9:0]", "c0[31:0]", "halted", "start_dma",
-                                                   "m_axi_arvalid", "op[3:0]")}
+                                                   "m_axi_arvalid", "m_axi_rvalid", "op[3:0]", "sm_busy", "rst")}
     ch = vcd_changes(vcd, names)
     rises = [t for t, v in ch["clk"] if v == 1]
     assert rises[:2] == [5000, 15000]  # a rising edge every 10 ns, the first at 5 ns
@@ -109,6 +110,18 @@ def test_make_waves_writes_every_signal_the_save_file_opens_on(tmp_path, monkeyp
     first = next(t for t in rises if value_at(ch["start_dma"], t - 1) == 1)
     assert value_at(ch["pc[9:0]"], first - 1) == 0 and value_at(ch["op[3:0]"], first - 1) == 1
     assert any(t > first and v == 1 for t, v in ch["m_axi_arvalid"])
+    # cycle 1 is the first rising edge after reset; cycle n is 10n ns later than reset's end
+    reset_end = next(t for t, v in ch["rst"] if v == 0)
+    assert first == reset_end + 10_000 and value_at(ch["c0[31:0]"], first) == 1
+    assert ch["halted"][-1][0] == reset_end + 10_000 * cycles
+    # the first read request the cycle after the first LOAD issues, its word EXT_LATENCY + 1 cycles later
+    ar = next(t for t, v in ch["m_axi_arvalid"] if v == 1)
+    r = next(t for t, v in ch["m_axi_rvalid"] if v == 1)
+    assert ar == first + 10_000 and r - ar == 10_000 * (isa.EXT_LATENCY + 1)
+    # the step's one SMAX (n = 4, the context) keeps sm_busy high for the formula's cycles
+    up = next(t for t, v in ch["sm_busy"] if v == 1)
+    down = next(t for t, v in ch["sm_busy"] if v == 0 and t > up)
+    assert (down - up) // 10_000 == isa.smax_cycles(4)
 
 
 @pytest.mark.parametrize("flag", ["[dumpfile]", "[size]"])
