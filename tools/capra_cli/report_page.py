@@ -316,7 +316,9 @@ def soak_section(out: Path) -> Section:
     if not states:
         s.missing.append("no soak state in out/soak/: `make soak N=1000` runs one")
         return s
-    today = runs.sources_hash()
+    from . import soak
+
+    today = soak.sources_hash()  # what a soak's verdict depends on
     lines = [f"{'chip':<28} {'seed':>4} {'batch':>5} {'stall':>5} {'programs':>8} {'mismatches':>10} {'seconds':>8}  "
              "sources"]
     chips, sources = set(), set()
@@ -401,7 +403,7 @@ def render(page: Path, secs: list[Section], prov: dict) -> str:
            "the command that makes them.</p>",
            f'<p class="footer">this checkout: {esc(runs.footer(prov))}</p>',
            '<p id="figure-check">figures not checked yet (the check runs in the browser once the page has loaded)</p>',
-           '<pre id="figure-checks"></pre>', "<ul>"]
+           '<details><summary>each figure</summary><pre id="figure-checks"></pre></details>', "<ul>"]
     out += [f'<li><a href="#{s.anchor}">{esc(s.title)}</a>{"" if s.figures or s.tables else " (not made)"}</li>'
             for s in secs]
     out.append("</ul>")
