@@ -70,6 +70,11 @@ def test_a_result_names_what_made_it_and_says_when_its_sources_are_not_these(tmp
     footer = next(s for s in secs if s.anchor == "decode").tables[0].footer
     assert "sources 0123456789abcdef" in footer and "other sources than this checkout's" in footer, footer
 
+    (tmp_path / "ch15_run.json").write_text(json.dumps({**run_json(now), "cycles": {"None": [1], "8": []}}))
+    _page, secs = report_page.write(tmp_path, None)  # a file not in the form make sim writes: said, not a crash
+    decode = next(s for s in secs if s.anchor == "decode")
+    assert not decode.tables and "IndexError" in decode.notes[0], decode.notes
+
     (tmp_path / "ch15_run.json").write_text('{"verdict": "PA')  # a damaged file is named, not read
     _page, secs = report_page.write(tmp_path, None)
     decode = next(s for s in secs if s.anchor == "decode")

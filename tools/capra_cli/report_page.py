@@ -96,6 +96,9 @@ def figure(out: Path, name: str, caption: str, command: str, section: Section) -
         section.missing.append(f"{caption}: no out/{name} in this checkout; `{command}` draws it")
         return
     line = runs.figure_footer(path)
+    today = runs.sources_hash()
+    if line is not None and "sources " in line and f"sources {today}" not in line:
+        line += f" · made from other sources than this checkout's ({today})"
     if line is None:
         section.figures.append(Figure(path, caption, "the file keeps no footer line (drawn before figures kept one, "
                                       f"or not a PNG this page can read): `{command}` draws it again", False))
@@ -343,10 +346,23 @@ def soak_section(out: Path) -> Section:
     return s
 
 
+BUILDERS = (decode_section, chapter_section, serving_section, timeline_section, sweep_section, synthesis_section,
+            mutation_section, soak_section)
+
+
 def sections(out: Path, roofline: Roofline | None) -> list[Section]:
-    return [roofline_section(out, roofline), decode_section(out), chapter_section(out), serving_section(out),
-            timeline_section(out), sweep_section(out), synthesis_section(out), mutation_section(out),
-            soak_section(out)]
+    """Every section; one whose files are not in the form their command writes (edited, from another
+    version of the tool) says so instead of stopping the page."""
+    found = [roofline_section(out, roofline)]
+    for build in BUILDERS:
+        try:
+            found.append(build(out))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+            anchor = build.__name__.removesuffix("_section")
+            found.append(Section(anchor, anchor.capitalize(), "", [], notes=[
+                f"its files in out/ are not in the form their command writes ({type(error).__name__}: {error}); "
+                "run the command again"]))
+    return found
 
 
 # ---- the page ---------------------------------------------------------------------------------
