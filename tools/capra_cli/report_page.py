@@ -278,7 +278,7 @@ def synthesis_section(out: Path) -> Section:
         s.tables.append(Table(list(synth.table(results, options)), footer))
     from . import fpga
 
-    measured = fpga.measured_fmax(config.active())
+    measured = fpga.measured_fmax(config.active(), out / "fpga")
     if measured is None:
         s.missing.append("the whole chip on the ECP5: no seed kept in out/fpga/ for these RTL sources and this "
                          "configuration: `make fpga` places and routes it (minutes a seed)")
