@@ -115,6 +115,8 @@ selfcheck: $(STAMP)
 ch12: $(STAMP) tools
 	$(PY) tools/ch12_run.py
 
+# The roofline of the decode, printed; then out/report.html, every result this checkout has made on
+# one page (docs/report.md).
 report: $(STAMP)
 	$(PY) tools/decode_report.py
 
@@ -152,4 +154,4 @@ timeline: $(STAMP) tools
 
 clean:
 	rm -rf out/sim out/runs out/cocotb out/tests out/synth out/fpga out/soak out/dse out/*.hex out/*.json out/*.png \
-	  out/*.vcd out/timeline .pytest_cache .ruff_cache .hypothesis
+	  out/*.vcd out/timeline out/report out/report.html out/mut .pytest_cache .ruff_cache .hypothesis

@@ -70,7 +70,7 @@ def test_every_program_in_tools_is_covered_here():
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
                                       "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
-                                      "ch15_sinks"])
+                                      "ch15_sinks", "own_model"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"
@@ -334,6 +334,12 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "kv-bench": [bad("--quick", "3", says="3")],
     "gen": [bad("--chek", says="--chek")],
+    "own-model": [
+        bad("--hidden", "0", says="--hidden"),
+        bad("--dim", "64", "--hidden", "128", says=("--dim and --hidden", "does not fit GA2", "scratchpad")),
+        too_small(),
+        without("iverilog", "verilator"),
+    ],
 }
 
 

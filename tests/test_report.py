@@ -11,7 +11,7 @@ from capra_cli.__main__ import run_command
 
 def run(capsys, *args: str) -> tuple[int, str]:
     capsys.readouterr()
-    rc = run_command("report", list(args), prog="decode_report.py")
+    rc = run_command("report", [*args, "--no-page"], prog="decode_report.py")  # the page: test_report_page.py
     return rc, capsys.readouterr().out
 
 

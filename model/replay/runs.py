@@ -278,3 +278,25 @@ def footer(prov: dict) -> str:
     """One line for a figure: the chip, the sources and the commit that made it."""
     commit = prov["commit"][:12] + (" (uncommitted changes)" if "uncommitted" in prov["commit"] else "")
     return f"{prov['chip']} · sources {prov['sources']} · commit {commit}"
+
+
+# the PNG text field that keeps a figure's footer line, for a page that shows the figure (make report)
+FIGURE_FOOTER = "Capra footer"
+
+
+def figure_metadata(footer_line: str) -> dict[str, str]:
+    """``fig.savefig(..., metadata=figure_metadata(line))``: the footer drawn on a figure, kept in
+    its PNG file as well, where a page can read it."""
+    return {FIGURE_FOOTER: footer_line}
+
+
+def figure_footer(path: Path) -> str | None:
+    """The footer line a figure's PNG keeps (figure_metadata), or None: the file keeps none (drawn
+    before figures kept it) or is not a PNG that can be read."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return getattr(image, "text", {}).get(FIGURE_FOOTER)
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError):
+        return None

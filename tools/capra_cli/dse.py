@@ -78,6 +78,7 @@ BATCH, BATCH_CONTEXT = 4, 8
 OUT = runs.OUT
 CACHE = OUT / "dse"
 FIGURE = OUT / "dse_pareto.png"
+DEFAULT_RANDOM = 20  # random programs replayed at each point
 SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "model/*.py", "model/capra/*.py", "model/host/*.py",
            "model/replay/*.py", "tools/capra_cli/dse.py")
 DEVICE = synth.HX8K
@@ -315,9 +316,14 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
     fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="0.3")
     fig.subplots_adjust(bottom=0.12 + 0.04 * len(lines))
     with runs.atomic_path(FIGURE) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
+        fig.savefig(tmp, format="png", dpi=120, metadata=runs.figure_metadata(lines[-1]))
     plt.close(fig)
     return FIGURE
+
+
+def cached_point(cfg: config.Config, src: str, n_random: int, cache: Path = CACHE) -> Path:
+    """Where a point's result is kept: one file per configuration, sources and number of random programs."""
+    return cache / f"{hashlib.sha256(f'{cfg.key()}|{src}|{n_random}'.encode()).hexdigest()[:20]}.json"
 
 
 def cached_rest(points: tuple[config.Config, ...], cache_file: Callable[[config.Config], Path]) -> list[dict]:
@@ -365,7 +371,7 @@ def estimate(todo: int, cached: list[dict], jobs: int | None, synthesis: bool) -
 
 
 def arguments(ap: Parser) -> None:
-    ap.add_argument("--random", type=int_range(1, 1000), default=20,
+    ap.add_argument("--random", type=int_range(1, 1000), default=DEFAULT_RANDOM,
                     help="random programs replayed per point, 1..1000 (default 20)")
     executor.arguments(ap, "points")
     ap.add_argument("--no-cache", action="store_true",
@@ -404,7 +410,7 @@ def main(args) -> int:
              + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))
 
     def cache_file(cfg: config.Config) -> Path:
-        return CACHE / f"{hashlib.sha256(f'{cfg.key()}|{src}|{args.random}'.encode()).hexdigest()[:20]}.json"
+        return cached_point(cfg, src, args.random)
 
     rows: dict[str, dict] = {}
     todo = []

@@ -48,10 +48,11 @@ def save(fig, name: str, footer: str | None = None) -> Path:
     """The figure as out/<name>, with a footer line below everything else on it: the chip, the
     sources and the commit that made its numbers (`footer`; by default those of this checkout)."""
     low = min([t.get_position()[1] for t in fig.texts] + [0.0])
-    fig.text(0.01, low - 0.03, footer or runs.footer(runs.provenance()), fontsize=6, color="0.4", va="top")
+    footer = footer or runs.footer(runs.provenance())
+    fig.text(0.01, low - 0.03, footer, fontsize=6, color="0.4", va="top")
     path = runs.OUT / name
     with runs.atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png")
+        fig.savefig(tmp, dpi=130, bbox_inches="tight", format="png", metadata=runs.figure_metadata(footer))
     plt.close(fig)
     return path
 

@@ -149,14 +149,14 @@ class Measured:
                 f"{self.part} (make fpga, these RTL sources)")
 
 
-def measured_fmax(cfg: config.Config) -> Measured | None:
-    """What ``make fpga`` measured for `cfg` on the RTL as it is now, or None: no run kept, or only
-    runs of other sources (an Fmax of an older RTL says nothing about this one). Over every kept
-    seed of the part most seeds were placed on, the lowest Fmax; a seed whose files cannot be read
-    does not count."""
+def measured_fmax(cfg: config.Config, kept: Path | None = None) -> Measured | None:
+    """What ``make fpga`` measured for `cfg` on the RTL as it is now (in `kept`, by default
+    out/fpga), or None: no run kept, or only runs of other sources (an Fmax of an older RTL says
+    nothing about this one). Over every kept seed of the part most seeds were placed on, the lowest
+    Fmax; a seed whose files cannot be read does not count."""
     rtl = rtl_hash()
     by_part: dict[str, list[float]] = {}
-    for synthesized in sorted(OUT.glob(f"{rtl_label(cfg)}-*/synth/result.json")):
+    for synthesized in sorted((kept or OUT).glob(f"{rtl_label(cfg)}-*/synth/result.json")):
         try:
             result = json.loads(synthesized.read_text())
         except (OSError, ValueError):

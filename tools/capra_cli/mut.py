@@ -19,6 +19,7 @@ when the unbroken code passes and every mutant is caught (or shown equivalent).
 With --tier (fast, test or full: make test-fast, make test, make test-full), each mutant is judged
 by that tier of the test suite itself, stopping at its first failure, and the result is written to
 out/mut/tier-<tier>.json with the commit it was measured on: which mutants the tier catches alone.
+Every run that judges its mutants keeps its result in out/mut/score.json (make report shows it).
 """
 
 from __future__ import annotations
@@ -30,9 +31,23 @@ from replay import runs
 from . import executor
 from . import mutants as extended
 from .common import BadArgument, Parser, require_decode
-from .mutation import CAUGHT, SURVIVED, TIER_PARTS, TIERS, Mutant, accounted_for, report, run_mutant
+from .mutation import CAUGHT, SURVIVED, TIER_PARTS, TIERS, Mutant, accounted_for, report, run_mutant, summary_by_area
 
 BOOK_FILE = runs.ROOT / "tools" / "mut_ch15.py"
+SCORE = runs.OUT / "mut" / "score.json"  # the last run's result (make report shows it)
+
+
+def write_score(run, args, prov: dict) -> None:
+    """out/mut/score.json: the last run's mutants, what became of each, the caught / total of each
+    area and what the run was made on (for make report's page)."""
+    which = ("every mutant" if args.all else f"-k {args.word}" if args.word else "the book's and yours")
+    if args.tier is not None:
+        which += f", judged by the tier {args.tier}"
+    runs.write_json(SCORE, {"which": which, "seconds": round(run.seconds), "provenance": prov,
+                            "areas": {area: {"caught": c, "equivalent": e, "total": t}
+                                      for area, (c, e, t) in summary_by_area(run.results).items()},
+                            "mutants": [{"area": r.mutant.area, "what": r.mutant.what, "status": r.status}
+                                        for r in run.results]})
 
 
 def book() -> tuple[list[Mutant], list[Mutant]]:
@@ -112,10 +127,12 @@ def main(args) -> int:
     # its own checks" with a child's traceback.
     require_decode(32, "the chapter's checks")
     commit = runs.source_commit()
+    prov = runs.provenance()
     run = report(mutants, jobs=args.workers, scheduler=args.scheduler, verbose=args.verbose, tier=args.tier,
                  full=args.all or bool(args.word) or args.tier is not None)
     if run is None:
         return 1
+    write_score(run, args, prov)
     if args.tier is not None:
         path = runs.OUT / "mut" / f"tier-{args.tier}.json"
         runs.write_json(path, {"tier": args.tier, "markers": TIERS[args.tier],

@@ -13,17 +13,25 @@ Goals, checked: every step of every window at least 0.80 of its bound, one more 
 the ideal. Exit status 0 when both hold, 1 when one does not, 2 for a bad argument (fewer than 2
 steps, or more than the largest context the chip can run: found by compiling, see model/host/limits.py).
 
-Usage: decode_report.py [--steps N] [--model structured|random]      (also ``capra report``)"""
+Then it writes out/report.html, one page with every result this checkout has made (the roofline,
+decode steps, serving, the sweep, synthesis, the mutation score, the soak: tools/capra_cli/report_page.py),
+and out/report/roofline.png; --no-page prints the roofline only.
+
+Usage: decode_report.py [--steps N] [--model structured|random] [--no-page]     (also ``capra report``)"""
 
 from __future__ import annotations
+
+import builtins
+from pathlib import Path
 
 import paged_lm
 import tiny_lm as T
 from capra import config, isa
 from capra.analysis import roofline
 from capra.machine import Counters
+from replay import runs
 
-from . import fpga
+from . import fpga, report_page
 from .common import Parser, at_least, check_context, finish, note
 
 GOAL_EFFICIENCY = 0.80  # every step's bound / cycles
@@ -46,11 +54,55 @@ def arguments(ap: Parser) -> None:
                          "chip can run")
     ap.add_argument("--model", choices=("structured", "random"), default="structured",
                     help="which tiny model (default structured)")
+    ap.add_argument("--no-page", action="store_true",
+                    help="print the roofline only; do not write out/report.html (the page of every result)")
+
+
+def draw(series: dict[int | None, list[tuple[int, int, float]]], model: str, path: Path, footer: str) -> Path:
+    """Cycles of every step in each window and the roofline bound of the steps without one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for W, points in series.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3,
+                label="cycles, no window" if W is None else f"cycles, window {W}")
+    solo = series[None]
+    ax.plot([p[0] for p in solo], [p[2] for p in solo], "k--", label="roofline bound, no window")
+    ax.set_xlabel("decode step (context)")
+    ax.set_ylabel("cycles")
+    ax.set_title(f"Decode steps of the {model} model against the roofline (machine model = RTL)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.text(0.01, 0.01, footer, fontsize=7, color="0.4")
+    with runs.atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png", metadata=runs.figure_metadata(footer))
+    plt.close(fig)
+    return path
+
+
+def write_page(lines: list[str], series: dict, model: str) -> None:
+    """out/report/roofline.png and out/report.html, the page of every result (report_page)."""
+    prov = runs.provenance()
+    figure = draw(series, model, runs.OUT / "report" / "roofline.png", runs.footer(prov))
+    page, secs = report_page.write(runs.OUT, report_page.Roofline(lines, figure, prov))
+    shown = page.relative_to(runs.ROOT) if page.is_relative_to(runs.ROOT) else page
+    builtins.print(f"wrote {shown}: {report_page.summary(secs)}")
 
 
 def main(args) -> int:
     model = T.make_model(args.model)
     check_context("--steps", args.steps, model)
+    lines: list[str] = []
+
+    def print(line: str = "") -> None:  # every line printed is also the page's table
+        lines.append(line)
+        builtins.print(line)
+
+    series: dict[int | None, list[tuple[int, int, float]]] = {}  # per window: (step, cycles, bound)
     print(f"{'step':>4s} {'ctx':>4s} {'cycles':>7s} {'words':>6s} {'MACs':>6s} {'bound':>6s} {'eff':>6s} "
           f"{'+cycles':>8s} {'dma':>5s} {'mm':>5s} {'vec':>5s} {'stall':>5s} {'held':>5s}")
     worst: dict[int | None, float] = {}
@@ -62,11 +114,13 @@ def main(args) -> int:
         records = decode(model, args.steps, W)
         prev = None
         worst[W] = 1.0
+        series[W] = []
         for r in records:
             c = Counters(*r["counters"])
             rf = roofline(r["code"])
             eff = rf.efficiency(c.cycles)
             worst[W] = min(worst[W], eff)
+            series[W].append((r["L"], c.cycles, rf.bound))
             if W is None:
                 inc = "" if prev is None else f"{c.cycles - prev:8d}"
                 print(f"{r['L']:4d} {r['ctx']:4d} {c.cycles:7d} {rf.dma_words:6d} {rf.macs:6d} {rf.bound:6.0f} "
@@ -96,6 +150,8 @@ def main(args) -> int:
         failed.append(f"a step at {low:.3f} of its bound (goal >= {GOAL_EFFICIENCY:.2f})")
     if ratio > GOAL_PER_TOKEN:
         failed.append(f"one more token at {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
+    if not args.no_page:
+        write_page(lines, series, args.model)
     return finish(failed, checks=args.steps * len(WINDOWS),
                   passed=f"every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
                          f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")

@@ -167,7 +167,7 @@ def figure(results: dict, pages_over_time: dict, path: Path, replayed: list, foo
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.text(0.01, 0.01, footer, fontsize=7, color="0.4")
     with runs.atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=110, format="png", metadata=runs.figure_metadata(footer))
     plt.close(fig)
 
 

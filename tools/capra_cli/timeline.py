@@ -163,7 +163,7 @@ def figure(steps: list[tuple[str, int, list]], path: Path, footer: str) -> None:
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.text(0.01, 0.005, footer, fontsize=7, color="0.4")
     with runs.atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=110, format="png", metadata=runs.figure_metadata(footer))
     plt.close(fig)
 
 

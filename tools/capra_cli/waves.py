@@ -1,7 +1,8 @@
 """Write a waveform (out/ga2.vcd) of one decode step of the structured model on Icarus.
 
 Usage: waves.py [--context N]   (also ``capra waves``) then open out/ga2.vcd in a viewer such as
-GTKWave. The listing of the program is printed first, so the instructions can be matched with the
+GTKWave: ``gtkwave out/ga2.vcd tb/ga2.gtkw`` opens it on the signals that matter (docs/waveforms.md).
+The listing of the program is printed first, so the instructions can be matched with the
 sequencer's pc.
 
 The step is replayed like every other: the waveform is kept only when the testbench PASSes the
@@ -56,6 +57,8 @@ def main(args) -> int:
             VCD.parent.mkdir(parents=True, exist_ok=True)
             os.replace(written, VCD)
             print(f"wrote {VCD} ({step.cycles} cycles)")
+            shown = VCD.relative_to(runs.ROOT) if VCD.is_relative_to(runs.ROOT) else VCD
+            print(f"open it from {runs.ROOT.name}/ on the signals docs/waveforms.md reads: gtkwave {shown} tb/ga2.gtkw")
         elif verdict.passed:
             verdict.problems.append(f"Icarus wrote no {VCD.name}")
     return finish(verdict.problems, checks=1, passed=f"the step of context {args.context} replayed; waveform in "

@@ -1,0 +1,50 @@
+"""The guides' worked examples stay true to the sources: the patches of docs/changing_rtl.md apply
+to the files as they are (a change to rtl/ga2_sm.v, model/capra/isa.py or tests/test_machine.py
+that moves their lines is a reason to make the example again), and every page the README's "where
+to go next" and docs/architecture.md's map name exists."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from replay import runs
+
+PATCHES = sorted((runs.ROOT / "docs" / "patches").glob("*.patch"))
+GUIDES = ("docs/changing_rtl.md", "docs/own_model.md", "docs/waveforms.md", "docs/report.md")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("patch", PATCHES, ids=[p.stem for p in PATCHES])
+def test_the_guides_patch_applies_to_the_sources(patch):
+    proc = subprocess.run(["git", "apply", "--check", str(patch)], cwd=runs.ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{patch.name} no longer applies: {proc.stderr.strip()}"
+
+
+def test_there_are_two_patches_the_rtl_and_the_model():
+    assert [p.name for p in PATCHES] == ["smax_recip_model.patch", "smax_recip_rtl.patch"]
+    rtl, model = (PATCHES[1].read_text(), PATCHES[0].read_text())
+    assert re.findall(r"^\+\+\+ b/(\S+)", rtl, re.M) == ["rtl/ga2_sm.v"]
+    assert "+SMAX_LATENCY = 19" in model
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md"])
+def test_every_guide_is_linked_from_the_readme_and_the_map(page):
+    text = (runs.ROOT / page).read_text()
+    for guide in GUIDES:
+        assert (runs.ROOT / guide).exists(), guide
+        assert guide.removeprefix("docs/") in text, f"{page} does not name {guide}"
+
+
+def test_the_first_graph_of_own_model_md_prints_what_the_page_shows(tmp_path):
+    """The page's snippet, run as the page says, prints the page's output line for line."""
+    text = (runs.ROOT / "docs" / "own_model.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    shown = re.search(r"it prints:\n\n```\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "tiny.py").write_text(code)
+    proc = subprocess.run([sys.executable, "tiny.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == shown.splitlines()
