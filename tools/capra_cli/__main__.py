@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "timeline": ("timeline", "where a solo and a batch-8 step's cycles go: Perfetto trace, PNG, RTL events checked"),
     "passkey": ("passkey", "passkey retrieval of the mixed windowed/global model"),
     "kv-bench": ("kv_bench", "the mixed cache's memory against a full cache, derived and measured"),
+    "page-groups": ("page_groups", "KV rows the paged host holds for the mixed model, per-layer page groups"),
     "gen": ("gen", "write or check what is generated from the model: rtl/exp_lut.v, docs/isa.md's VEC table"),
 }
 
