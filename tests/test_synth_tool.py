@@ -22,8 +22,8 @@ def check(tmp_path: Path, top: str, source: Path) -> synth.MemoryCheck:
     block = synth.Block(top, top, (str(source),))
     workdir = tmp_path / top
     workdir.mkdir()
-    result, _design, _sources = synth.memory_stage(synth.Children(), block, synth.Options(out=tmp_path, tools=TOOLS), workdir,
-                                                   keep_premap=False)
+    options = synth.Options(out=tmp_path, tools=TOOLS)
+    result, _design, _sources = synth.memory_stage(synth.Children(), block, options, workdir, keep_premap=False)
     return result
 
 
