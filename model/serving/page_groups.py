@@ -110,8 +110,8 @@ def group_layers(layer_windows: Sequence[int | None]) -> tuple[LayerGroup, ...]:
 def append_takes_page(pool: PageTable, key: Hashable) -> bool:
     """Whether ``pool.append(key, row)`` takes a page from the free list: when the row starts a new
     page, or when the last page is shared and must be copied first. ``PageTable.append``'s rule,
-    read from outside so that several appends can be checked before any is made; a test checks on
-    random operation sequences that the free list shrinks by exactly one page whenever this says so."""
+    read from outside so that several appends can be checked before any is made
+    (tests/test_page_groups.py checks it before every append against a shadow model's count)."""
     starts_page = pool.length[key] % pool.page == 0
     return starts_page or pool.ref[pool.table[key][-1]] > 1
 
