@@ -21,19 +21,7 @@ and operations that are atomic over the groups: ``append`` checks, for every gro
 row takes a page (``append_takes_page``) and raises ``OutOfPages`` before any group changes when
 the pool cannot give them all.
 
-Invariants (tests/test_page_groups.py checks them against a from-scratch shadow model after every
-random operation):
-
-* a live request has a block table in every group, and all of them have the request's length;
-* the rows of layer l that a request holds are the rows ``keep_from(length) .. length - 1`` of
-  its group, rounded out to whole pages: a group holds exactly
-  ``ceil(length / page) - floor(keep_from / page)`` pages, whatever happened before;
-* ``gather(rid, l)`` returns the rows the request's next token attends in layer l, in order,
-  equal to the K and V that were appended for them;
-* the pool's own invariants hold (``paged_tests.pool_invariants``): a page is free exactly when no
-  block table names it, and two block tables name the same page only where one was forked from
-  the other and neither has written into it since;
-* every operation that raises leaves the pool, every block table and every length as they were.
+The invariants are in ``PageGroups``'s docstring; tests/test_page_groups.py checks them.
 """
 
 from __future__ import annotations
@@ -65,7 +53,10 @@ class UnknownLayer(PagedError, IndexError):
 
 @dataclass(frozen=True)
 class LayerGroup:
-    """Layers that attend alike: the same window (None: global), one block table per request."""
+    """Layers that attend alike: the same window (None: global), one block table per request.
+
+    Invariants (``group_layers`` makes them so): ``layers`` is not empty and ascending, every group
+    of a model has the same number of layers, and each layer is in exactly one group."""
 
     name: str
     window: int | None
@@ -122,6 +113,20 @@ class PageGroups:
     ``layer_windows[l]`` is layer l's window (None: global); the mixed model's is
     ``(128, None, 128, None)``. The pool has ``n_pages`` pages of ``page`` rows; a row is one
     token's K and V for the layers of one group, shape ``(group size, 2, kv_heads, head_dim)``.
+
+    Invariants (tests/test_page_groups.py checks them against a from-scratch shadow model after every
+    random operation):
+
+    * a live request has a block table in every group, and all of them have the request's length;
+    * the rows of layer l that a request holds are the rows ``keep_from(length) .. length - 1`` of
+      its group, rounded out to whole pages: a group holds exactly
+      ``ceil(length / page) - floor(keep_from / page)`` pages, whatever happened before;
+    * ``gather(rid, l)`` returns the rows the request's next token attends in layer l, in order,
+      equal to the K and V that were appended for them;
+    * the pool's own invariants hold (``paged_tests.pool_invariants``): a page is free exactly when no
+      block table names it, and two block tables name the same page only where one was forked from
+      the other and neither has written into it since;
+    * every operation that raises leaves the pool, every block table and every length as they were.
     """
 
     def __init__(self, layer_windows: Sequence[int | None], n_pages: int, page: int = 16, kv_heads: int = 1,
