@@ -70,7 +70,7 @@ def test_every_program_in_tools_is_covered_here():
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
                                       "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
-                                      "ch15_sinks", "own_model"])
+                                      "ch15_sinks", "own_model", "page_groups_bench"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"
@@ -333,6 +333,13 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--probe-lengths", str(10**13), says="--probe-lengths"),
     ],
     "kv-bench": [bad("--quick", "3", says="3")],
+    "page-groups": [
+        bad("--contexts", "0", says="--contexts"),
+        bad("--contexts", str((1 << 20) + 1), says="--contexts"),
+        bad("--contexts", "4096", "4096", says="--contexts"),
+        bad("--page", "0", says="--page"),
+        bad("--page", "sixteen", says="--page"),
+    ],
     "gen": [bad("--chek", says="--chek")],
     "own-model": [
         bad("--hidden", "0", says="--hidden"),

@@ -4,6 +4,8 @@ The engine reads like a small serving system, one concept a file:
 
     sequence.py        ``Request`` (what a client submits) and ``Sequence`` (a request while it runs)
     block_manager.py   the pool of pages: reservations, prefixes shared by fork, copy-on-write
+    page_groups.py     the mixed windowed/global model's pages: one pool, a block table per group of
+                       layers (not used by the engine, which runs the tiny LM)
     scheduler.py       admission (first come, first served) and what a step's results do
     runner.py          a batch of sequences in, one program run on the machine model, a Step out
 
