@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,3 +203,23 @@ def test_a_file_or_test_the_docs_name_exists(shown):
             function = node.split("[")[0]
             assert re.search(rf"^def {re.escape(function)}\(", (ROOT / path).read_text(), re.M), (
                 f"{shown}: {path} has no test {function}")
+
+
+def test_a_command_runs_its_products_on_one_blas_thread():
+    """Every command runs inside common.run, which holds numpy's BLAS to one thread (a thread per
+    core multiplies an inference tool's time whenever anything else runs). Checked in a fresh
+    Python, since this test process holds BLAS to one thread itself (conftest)."""
+    probe = ("import sys, numpy, threadpoolctl\n"
+             "from capra_cli import common\n"
+             "outside = [p['num_threads'] for p in threadpoolctl.threadpool_info() if p['user_api'] == 'blas']\n"
+             "inside = common.run(lambda: max(p['num_threads'] for p in threadpoolctl.threadpool_info()\n"
+             "                                if p['user_api'] == 'blas'))\n"
+             "print(max(outside), inside)\n")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["OPENBLAS_NUM_THREADS"] = "2"  # two threads outside, whatever the machine's cores
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    outside, inside = map(int, proc.stdout.split())
+    assert outside == 2, f"the probe's BLAS starts with {outside} threads, so it shows nothing"
+    assert inside == 1, f"a command's BLAS runs {inside} threads"
