@@ -557,3 +557,31 @@ def test_random_batch_programs_match_the_model_in_both_simulators():
     verdicts = replay.replay(records, name="batch_programs")
     assert all(v.passed for v in verdicts), [v.problems for v in verdicts]
     assert all(v.counters == [r.counters for r in records] for v in verdicts)
+
+
+@pytest.mark.parametrize("last", [81_000, 120_000, 165_000, 240_000])
+def test_the_serving_figures_tick_labels_do_not_run_together(tmp_path, monkeypatch, last):
+    """out/serve_run.png's pages-over-time axis spans six-digit cycle counts: every tick label of
+    both panels stands at least its own height apart from the next once drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from capra_cli import serve
+
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    results = {(b, w): {"tokens_per_kcycle": 1.0 + b / 10} for b in serve.B_MAXES for w in serve.WINDOWS}
+    clocks = list(range(0, last + 1, 1_000))
+    pages = {b: (clocks, [b % 7] * len(clocks)) for b in serve.B_MAXES}
+    serve.figure(results, pages, tmp_path / "serve.png", [], "footer")
+    fig = drawn[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        boxes.sort(key=lambda b: b.x0)
+        for a, b in zip(boxes, boxes[1:], strict=False):
+            gap = b.x0 - a.x1
+            assert gap >= a.height, f"{ax.get_title()}: x tick labels {gap:.1f} px apart"
+    plt.close(fig)

@@ -144,6 +144,7 @@ def figure(results: dict, pages_over_time: dict, path: Path, replayed: list, foo
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for W in WINDOWS:
@@ -159,7 +160,9 @@ def figure(results: dict, pages_over_time: dict, path: Path, replayed: list, foo
     for b in B_MAXES:
         clocks, pages = pages_over_time[b]
         right.step(clocks, pages, where="post", label=f"B_max = {b}")
-    right.set_xlabel("cycle")
+    # Cycles run to six digits: in thousands, so the tick labels of the axis do not run together.
+    right.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _pos: f"{x / 1000:g}"))
+    right.set_xlabel("cycle (thousands)")
     right.set_ylabel("pages in use")
     right.set_title(f"Pages in use, window {WINDOWS[-1]}")
     right.grid(alpha=0.3)
