@@ -77,6 +77,10 @@ def _prompts(model, lengths, trials, seed, answer=True):
 def main(args) -> int:
     if args.replay_context > 494:
         raise BadArgument("--replay-context", f"{args.replay_context} is beyond the largest context, 494")
+    if not args.no_rtl:
+        import replay
+
+        replay.require()  # before any output: a missing simulator is one line
     model = make_mixed_model()
     calib, _ = _prompts(model, args.calib_lengths, args.calib_trials, CALIB_SEED)
     evals, ev = _prompts(model, args.lengths, args.eval_trials, EVAL_SEED, answer=False)
@@ -157,10 +161,8 @@ def main(args) -> int:
 
     # 5. one decode step replayed
     if not args.no_rtl:
-        import replay
         from replay import image
 
-        replay.require()
         ids = evals[0][0]
         prompt = (ids * (args.replay_context // len(ids) + 1))[:args.replay_context]
         chip.reset()
