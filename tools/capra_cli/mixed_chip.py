@@ -1,0 +1,183 @@
+"""The mixed windowed/global model on GA2 in int8: per-layer error, greedy decode on the machine model, a replay.
+
+    python tools/mixed_chip.py                   # calibrate, error table, passkeys decoded, one step replayed
+    python tools/mixed_chip.py --no-rtl          # the same without the simulators
+    python tools/mixed_chip.py --lengths 128 494 --eval-trials 2
+
+The model is inference/mixed_lm.py's make_mixed_model (four layers windowed/global/windowed/global,
+grouped-query attention, partial rotary, clamped sinks). A decode step is 20 programs compiled by
+capra.compile_graph (inference/mixed_chip.py: per layer and KV group a projection program and an
+attention program, per layer an output program), for a chip with a scratchpad of 16,384 words.
+
+1. Calibration: the ranges of every tensor from passkey prompts (seeded apart from the evaluation's,
+   their passkeys disjoint from it) followed by the float model's own greedy answer.
+2. Per-layer error: evaluation prompts decoded token by token on the chip (its own int8 KV cache,
+   the programs' integer semantics) and by the float model; the relative error of each layer's
+   output residual and the top-1 agreement of the logits (over all positions, and over those where
+   the float model's lead is more than two int8 steps of the logits).
+3. Greedy decode: after each evaluation prompt, --decode-steps tokens on the machine model (every
+   program also run in its integer semantics: a differing output word is a failure), compared with
+   the float model's greedy tokens; a passkey prompt's answer is read back.
+4. The largest context an attention program compiles for, by bisection.
+5. Unless --no-rtl: the programs of one decode step at context --replay-context replayed on Icarus
+   and Verilator, every word and counter compared with the machine model.
+
+Exit status 0 when every check passes (machine model = integer semantics, the chip's tokens are the
+float model's, every passkey retrieved, both simulators PASS), 1 when one fails, 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from capra import config, ext_image
+from inference.generate import generate
+from inference.long_context import PasskeyEvaluator
+from inference.mixed_chip import CHIP, LayerError, MixedChip, calibrate, equalize, largest_context, layer_errors
+from inference.mixed_lm import make_mixed_model
+
+from .common import BadArgument, Parser, Progress, at_least, finish, int_range
+
+CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
+EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
+ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
+
+
+def arguments(ap: Parser) -> None:
+    ap.add_argument("--calib-lengths", type=int_range(16, 494), nargs="+", default=[64, 200], metavar="N",
+                    help="lengths of the calibration prompts (default 64 200)")
+    ap.add_argument("--calib-trials", type=int_range(1, 50), default=3, metavar="K",
+                    help="calibration prompts per length (default 3)")
+    ap.add_argument("--lengths", type=int_range(16, 494), nargs="+", default=[48, 160], metavar="N",
+                    help="lengths of the evaluation prompts, 16..494 (default 48 160)")
+    ap.add_argument("--eval-trials", type=int_range(1, 50), default=2, metavar="K",
+                    help="evaluation prompts per length (default 2)")
+    ap.add_argument("--decode-steps", type=int_range(1, 32), default=ANSWER, metavar="S",
+                    help=f"greedy steps on the machine model after each prompt (default {ANSWER})")
+    ap.add_argument("--replay-context", type=at_least(1), default=16, metavar="N",
+                    help="the context of the decode step replayed on the simulators (default 16)")
+    ap.add_argument("--no-rtl", action="store_true", help="skip the replay on the simulators")
+    ap.add_argument("--no-bisect", action="store_true", help="skip the search for the largest context")
+
+
+def _prompts(model, lengths, trials, seed, answer=True):
+    """(ids, passkey) per prompt; with `answer` the float model's greedy answer appended."""
+    ev = PasskeyEvaluator(model, base_seed=seed)
+    out = []
+    for length in lengths:
+        for key in ev.passkeys_for(length, trials):
+            ids = ev.tokenizer.encode(ev.build_prompt(length, key))
+            if answer:
+                ids = [int(t) for t in generate(model, np.array([ids]), max_new_tokens=ANSWER, temperature=0.0)[0]]
+            out.append((ids, key))
+    return out, ev
+
+
+def main(args) -> int:
+    if args.replay_context > 494:
+        raise BadArgument("--replay-context", f"{args.replay_context} is beyond the largest context, 494")
+    if not args.no_rtl:
+        import replay
+
+        replay.require()  # before any output: a missing simulator is one line
+    model = make_mixed_model()
+    calib, _ = _prompts(model, args.calib_lengths, args.calib_trials, CALIB_SEED)
+    evals, ev = _prompts(model, args.lengths, args.eval_trials, EVAL_SEED, answer=False)
+    shared = {k for _ids, k in calib} & {k for _ids, k in evals}
+    if shared:
+        raise BadArgument("--calib-lengths and --lengths", f"passkeys {sorted(shared)} are in both sets: choose "
+                          "other lengths")
+    chip_model, _factors = equalize(model, [ids for ids, _k in calib])
+    ranges = calibrate(chip_model, [ids for ids, _k in calib])
+    chip = MixedChip(chip_model, ranges)
+    problems: list[str] = []
+    checks = 0
+    print(f"chip: {CHIP.n}x{CHIP.n} array, scratchpad {CHIP.sram_words} words, external memory {CHIP.ext_memory} "
+          f"words; a decode step is {model.n_layers * (2 * model.n_kv_heads + 1)} programs")
+    sizes = {name: chip.program(kind, 0, 0, 1) for name, kind in (("projection", "proj"), ("output", "out"))}
+    for name, P in sizes.items():
+        print(f"  {name} program (layer 0): {len(P.code) // 4} instructions, {P.ext_words} words of external memory")
+    print(f"calibration: q and k columns equalized per KV group, then {len(calib)} passkey prompts of "
+          f"{'/'.join(map(str, args.calib_lengths))} tokens with "
+          f"the float model's greedy answer (passkeys seeded {CALIB_SEED}, disjoint from the evaluation's)")
+    score_ranges = ", ".join(f"{ranges['s' + str(i)]:.1f}" for i in range(model.n_layers))
+    q_ranges = ", ".join(f"{ranges['q' + str(i)]:.3g}" for i in range(model.n_layers))
+    print(f"  score ranges per layer: {score_ranges}; q ranges: {q_ranges}")
+
+    # 2. per-layer error, teacher-forced over the evaluation prompts
+    total = LayerError([[] for _ in range(model.n_layers)], [], [])
+    progress = Progress("per-layer error", sum(len(ids) for ids, _k in evals))
+    for ids, _key in evals:
+        total.add(layer_errors(chip, ids, reference=model))
+        progress.step(len(ids))
+    print(f"\nper-layer error over {len(total.top1)} positions of {len(evals)} evaluation prompts "
+          f"(lengths {'/'.join(map(str, args.lengths))}; ||x_chip - x_float|| / ||x_float|| of each layer's "
+          "output residual):")
+    print("  layer  kind      mean      p95       max")
+    for layer, rel in enumerate(total.rel):
+        r = np.array(rel)
+        print(f"  {layer:5d}  {model.layer_kinds[layer]:8s}  {r.mean():.4f}    {np.percentile(r, 95):.4f}    "
+              f"{r.max():.4f}")
+    agree = np.array(total.top1)
+    dec = np.array(total.decisive)
+    print(f"  top-1 agreement of the logits: {agree.sum()}/{len(agree)} positions; where the float model's lead "
+          f"exceeds two int8 steps: {agree[dec].sum()}/{dec.sum()}")
+    checks += 1
+    if not agree[dec].all():
+        problems.append(f"top-1 differs at {(~agree[dec]).sum()} decisive positions")
+
+    # 3. greedy decode on the machine model
+    print(f"\ngreedy decode: {args.decode_steps} steps on the machine model after each prompt (prefill: the "
+          "programs' integer semantics)")
+    for ids, key in evals:
+        want = [int(t) for t in generate(model, np.array([ids]), max_new_tokens=args.decode_steps,
+                                         temperature=0.0)[0][len(ids):]]
+        start = time.monotonic()
+        try:
+            got, traces = chip.generate(ids, args.decode_steps, executor="both")
+        except AssertionError as error:
+            problems.append(str(error))
+            continue
+        steps = traces[-args.decode_steps:]
+        cycles = [sum(t.cycles) for t in steps]
+        answer = ev.extract_passkey_from_output(ev.tokenizer.decode(got))
+        ok = got == want
+        checks += 1
+        print(f"  {len(ids):4d} tokens, passkey {key:05d}: float {ev.tokenizer.decode(want)!r}, chip "
+              f"{ev.tokenizer.decode(got)!r} -> {'same tokens' if ok else 'DIFFERENT'}, passkey "
+              f"{'retrieved' if answer == key else 'MISSED'}; cycles per step {min(cycles)}..{max(cycles)} "
+              f"({time.monotonic() - start:.1f} s)")
+        if not ok:
+            problems.append(f"the chip's tokens after the {len(ids)}-token prompt differ from the float model's")
+        if answer != key:
+            problems.append(f"passkey {key:05d} at {len(ids)} tokens not retrieved on the chip")
+
+    # 4. the largest context
+    if not args.no_bisect:
+        rows = largest_context(chip_model, ranges)
+        print(f"\nlargest context: {rows} K/V rows per attention program (one KV group: K and V at 16 words a "
+              f"row each, the scores and probabilities at a word per 4 keys, in {CHIP.sram_words} words)")
+
+    # 5. one decode step replayed
+    if not args.no_rtl:
+        from replay import image
+
+        ids = evals[0][0]
+        prompt = (ids * (args.replay_context // len(ids) + 1))[:args.replay_context]
+        chip.reset()
+        chip.prefill(prompt[:-1])
+        trace = chip.step(prompt[-1], executor="machine")
+        with config.use(CHIP):
+            records = [image.record(P.code, ext_image(P, feeds)) for P, feeds in trace.runs]
+            print(f"\nreplay: the decode step at context {args.replay_context} ({len(records)} programs, "
+                  f"{sum(trace.cycles)} cycles on the machine model)")
+            for v in replay.replay(records, name="mixed_chip", tool="mixed-chip"):
+                print(f"{v.simulator:10s} {v.line}")
+                problems += v.problems
+                checks += 1
+    return finish(problems, checks=checks,
+                  passed="the machine model computes the programs' integer semantics, the chip's greedy tokens "
+                         "are the float model's, every passkey retrieved"
+                         + ("" if args.no_rtl else ", both simulators agree with the machine model on every word "
+                            "and counter"))
