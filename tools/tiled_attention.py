@@ -12,7 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+import bootstrap
+
+bootstrap.need("numpy", "capra")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 from capra import isa  # noqa: E402
