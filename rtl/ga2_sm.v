@@ -295,7 +295,7 @@ module ga2_sm #(
                                    max_x(ok2[1], rd_data[15:8]), max_x(ok2[0], rd_data[7:0])});
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
-        else if (start) m <= (sink_en && mode == M_SOFTMAX) ? sink : 8'h80;
+        else if (start) m <= sink_en ? sink : 8'h80;
         else if (run && md == M_STEP && k2 == K_ST && w2 == {AW{1'b0}}) m <= rd_data[7:0];  // m_old
         else if (word_max_on) m <= max8(m, word_max);
     end
