@@ -176,7 +176,8 @@ module ga2 (
     wire        n_fields_ok = n_dma               ? (n_cnt != 16'd0) && (n_fc != 16'd0)
                             : (n_op == OP_MM)     ? n_mm_ok
                             : (n_op == OP_VEC)    ? (n_cnt != 16'd0) && (n_sub <= VEC_LAST)
-                            : (n_op == OP_SMAX)   ? (n_cnt != 16'd0)
+                            : (n_op == OP_SMAX)   ? (n_cnt != 16'd0) && (n_sub <= SM_LAST)
+                                                    && (n_sub == 4'd0 || f0[27:24] == 4'd0)
                             : (n_op == OP_QCFG)   ? (n_fc <= GA2_MAX_SHIFT[15:0])
                             : (n_op == OP_WAIT)   ? (n_cnt < GA2_DMA_QUEUE[15:0])
                             : 1'b1;
@@ -313,7 +314,8 @@ module ga2 (
     );
 
     ga2_sm #(.AW(SAW)) u_sm (
-        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt),
+        .clk(clk), .rst(rst), .start(start_sm), .sink_en(flags[0]), .mode(w0[21:20]),
+        .st(fb[SAW-1:0]), .sink(w3[7:0]), .smul(w3[23:8]), .n(cnt),
         .src(fa[SAW-1:0]), .dst(fc[SAW-1:0]), .re(sm_re), .rd_addr(sm_ra), .rd_data(sm_rd), .we(sm_we),
         .waddr(sm_wa), .wdata(sm_wd), .done(sm_done)
     );

@@ -47,6 +47,13 @@ localparam [3:0] VEC_ARGMAX = 4'd5;
 localparam [3:0] VEC_LAST   = 4'd5;  // the last sub-op: the decoder refuses any above it
 
 localparam integer SM_SINK = 1;
+localparam integer SM_SOFTMAX = 0;  // SMAX modes (the sub field)
+localparam integer SM_STEP    = 1;
+localparam integer SM_ACC     = 2;
+localparam integer SM_NORM    = 3;
+localparam [3:0]   SM_LAST    = 4'd3;  // the last mode: the decoder refuses any above it
+localparam integer GA2_SM_ALPHA_BITS = 15;  // alpha = E[d(m - m_old)], Q15
+localparam integer GA2_SM_NORM_SHIFT = 31;  // NORM: clamp((O * floor(2^31 / l) + 2^30) >> 31)
 
 // why the chip halted (ga2's status output)
 localparam [2:0] ST_OK           = 3'd0;

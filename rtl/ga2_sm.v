@@ -20,6 +20,19 @@
 //   the division starts when the sum is final and pass 3 starts the cycle after divu says done;
 //   pass 3 writes each word five cycles after its data arrives.
 // `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 18.
+//
+// The online-softmax modes (`mode`, the instruction's sub field) keep a three-word state per row
+// at `st`: m (int8, sign-extended), l (uint32), alpha (Q15).
+//   STEP (1): cycles 2, 3 read m_old and l_old (m starts at m_old, and m_old takes the sink's slot);
+//     pass 1 in cycles 4 .. nw+3, a gap, then the write pass in nw+5 .. 2nw+4 with
+//     p = min(127, (E + 2^7) >> 8) (the reciprocal replaced by 2^16), the slot of m_old gives
+//     alpha = E[d(m_old)]; after the last p write, three writes: m, l = (l_old*alpha + 2^14) >> 15
+//     + sum p, alpha. cycles = 2 * nw + 14.
+//   ACC (2): cycle 2 reads alpha; then T[i] and O[i] in turn (cycles 3 + 2i, 4 + 2i), each O[i]
+//     written as ((O*alpha + 2^14) >>> 15) + T one cycle after its data: cycles = 2 * n + 5.
+//   NORM (3): out = clamp((O * R + 2^(30-k)) >>> (31-k)), k = the sink field's bits 3:0 (an output
+//     scale of 2^-k of O's); cycle 2 reads l, divu divides 2^31 by it from cycle 5, O[i] is read in cycle 39 + i
+//     and each int8 word is written the cycle after its last lane's data: cycles = n + DIV_CYCLES + 9.
 module ga2_sm #(
     parameter integer AW = 12  // scratchpad address bits
 ) (
@@ -27,6 +40,8 @@ module ga2_sm #(
     input  wire        rst,
     input  wire        start,
     input  wire        sink_en,
+    input  wire [1:0]  mode,           // SM_SOFTMAX, SM_STEP, SM_ACC, SM_NORM
+    input  wire [AW-1:0] st,           // the row's state (STEP, ACC, NORM)
     input  wire [7:0]  sink,
     input  wire [15:0] smul,
     input  wire [15:0] n,
@@ -43,7 +58,10 @@ module ga2_sm #(
     `include "ga2_defs.vh"
 
     localparam [3:0] S_IDLE = 4'd0, S_SETUP = 4'd1, S_MAX = 4'd2, S_GAP = 4'd3, S_SUM = 4'd4,
-                     S_SINK = 4'd5, S_DIV = 4'd6, S_NORM = 4'd7, S_END = 4'd8;
+                     S_SINK = 4'd5, S_DIV = 4'd6, S_NORM = 4'd7, S_END = 4'd8, S_STATE = 4'd9,
+                     S_AST = 4'd10, S_ACC = 4'd11, S_NST = 4'd12, S_NDIV = 4'd13, S_NPASS = 4'd14;
+    localparam [1:0] M_SOFTMAX = SM_SOFTMAX[1:0], M_STEP = SM_STEP[1:0], M_ACC = SM_ACC[1:0],
+                     M_NORM = SM_NORM[1:0];
     reg [3:0]  state;
     wire       run = (state != S_IDLE);  // the pipelines advance only while the unit runs
     reg [15:0] len, nw, w;
@@ -52,16 +70,32 @@ module ga2_sm #(
     reg [7:0]  sink_r, m;
     reg [15:0] smul_r;
     reg [31:0] sum;
+    reg [31:0] lold, lreg;              // STEP: l_old; NORM: l
+    reg [15:0] alpha;                   // STEP: E[d(m_old)]; ACC: the state's alpha
     reg        div_go, div_wait;
+    reg [1:0]  md;                      // the running instruction's mode
+    reg [AW-1:0] pst;
+    reg        ph;                      // ACC: 0 reads T[w], 1 reads O[w]
 
     wire last_w = (w == nw - 16'd1);
-    assign re      = (state == S_MAX) || (state == S_SUM) || (state == S_NORM);
-    assign rd_addr = ps + w[AW-1:0];
+    wire last_n = (w == len - 16'd1);   // ACC and NORM step over n int32 words
+    assign re      = (state == S_MAX) || (state == S_SUM) || (state == S_NORM) || (state == S_STATE)
+                     || (state == S_AST) || (state == S_ACC) || (state == S_NST) || (state == S_NPASS);
+    assign rd_addr = (state == S_STATE) ? pst + w[AW-1:0]
+                   : (state == S_AST)   ? pst + 2
+                   : (state == S_NST)   ? pst + 1
+                   : (state == S_ACC && ph) ? pd + w[AW-1:0]
+                   : ps + w[AW-1:0];
 
     // the slot's tag: 1 = pass 1, 2 = pass 2, 3 = the sink slot, 4 = pass 3
-    localparam [2:0] K_NONE = 3'd0, K_MAX = 3'd1, K_SUM = 3'd2, K_SINK = 3'd3, K_NORM = 3'd4;
+    // 5 = a state word, 6 = ACC's alpha, 7 = an ACC or NORM data word (T when l1/l2's phase says)
+    localparam [2:0] K_NONE = 3'd0, K_MAX = 3'd1, K_SUM = 3'd2, K_SINK = 3'd3, K_NORM = 3'd4, K_ST = 3'd5,
+                     K_AL = 3'd6, K_DAT = 3'd7;
     wire [2:0] k_now = (state == S_MAX) ? K_MAX : (state == S_SUM) ? K_SUM : (state == S_SINK) ? K_SINK :
-                       (state == S_NORM) ? K_NORM : K_NONE;
+                       (state == S_NORM) ? K_NORM : (state == S_STATE || state == S_NST) ? K_ST :
+                       (state == S_AST) ? K_AL : (state == S_ACC || state == S_NPASS) ? K_DAT : K_NONE;
+    reg  ph1, ph2;                      // the data word's phase (ACC: 1 = O)
+    reg  dl1, dl2;                      // ACC / NORM: the last element
     reg  [2:0]  k1, k2;
     reg  [13:0] w1;
     reg  [AW-1:0] w2;                   // the slot's word index, as an address offset
@@ -82,6 +116,9 @@ module ga2_sm #(
             smul_r <= 16'd0;
             div_go <= 1'b0;
             div_wait <= 1'b0;
+            lold <= 32'd0;
+            lreg <= 32'd0;
+            alpha <= 16'd0;
             k1 <= K_NONE;
             k2 <= K_NONE;
             w1 <= 14'd0;
@@ -90,8 +127,19 @@ module ga2_sm #(
             l2 <= 1'b0;
             ok2 <= 4'd0;
             sink_slot <= 1'b0;
+            md <= M_SOFTMAX;
+            pst <= {AW{1'b0}};
+            ph <= 1'b0;
+            ph1 <= 1'b0;
+            ph2 <= 1'b0;
+            dl1 <= 1'b0;
+            dl2 <= 1'b0;
         end else begin
             if (run) begin
+                ph1 <= ph;
+                ph2 <= ph1;
+                dl1 <= last_n;
+                dl2 <= dl1;
                 k1 <= k_now;
                 w1 <= w[13:0];
                 l1 <= last_w;
@@ -99,6 +147,13 @@ module ga2_sm #(
                 w2 <= w1[AW-1:0];
                 l2 <= l1;
                 sink_slot <= (k1 == K_SINK);
+                if (k2 == K_ST && md == M_STEP) begin
+                    if (w2 == {AW{1'b0}}) sink_r <= rd_data[7:0];  // m_old takes the sink's slot: alpha
+                    else lold <= rd_data;
+                end
+                if (k2 == K_ST && md == M_NORM) lreg <= rd_data;
+                if (k2 == K_AL) alpha <= rd_data[15:0];
+                else if (md == M_STEP && s3_k == K_SINK) alpha <= e[0];  // E[d(m_old)]
                 ok2 <= {lane_ok(2'd3, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
                         lane_ok(2'd2, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
                         lane_ok(2'd1, k1 == K_SINK, has_sink, {w1, 2'b00}, len),
@@ -111,25 +166,53 @@ module ga2_sm #(
                     nw <= {2'd0, n[15:2]} + {15'd0, n[1] | n[0]};
                     ps <= src;
                     pd <= dst;
-                    has_sink <= sink_en;
+                    pst <= st;
+                    md <= mode;
+                    has_sink <= sink_en && (mode == M_SOFTMAX);
                     sink_r <= sink;
                     smul_r <= smul;
                     state <= S_SETUP;
                 end
                 S_SETUP: begin
                     w <= 16'd0;
-                    state <= S_MAX;
+                    ph <= 1'b0;
+                    state <= (md == M_STEP) ? S_STATE : (md == M_ACC) ? S_AST : (md == M_NORM) ? S_NST : S_MAX;
+                end
+                S_STATE: begin  // m_old, l_old
+                    w <= (w == 16'd1) ? 16'd0 : w + 16'd1;
+                    if (w == 16'd1) state <= S_MAX;
+                end
+                S_AST: state <= S_ACC;
+                S_ACC: begin
+                    ph <= !ph;
+                    if (ph) w <= w + 16'd1;
+                    if (ph && last_n) state <= S_END;
+                end
+                S_NST: state <= S_NDIV;
+                S_NDIV: begin  // l arrives, divide, wait for the quotient
+                    if (k2 == K_ST) begin
+                        div_go <= 1'b1;
+                        div_wait <= 1'b1;
+                    end else if (div_wait && div_done && !div_go) begin
+                        div_wait <= 1'b0;
+                        w <= 16'd0;
+                        state <= S_NPASS;
+                    end
+                end
+                S_NPASS: begin
+                    w <= w + 16'd1;
+                    if (last_n) state <= S_END;
                 end
                 S_MAX: begin
                     w <= last_w ? 16'd0 : w + 16'd1;
                     if (last_w) state <= S_GAP;
                 end
-                S_GAP: state <= S_SUM;  // the last word's maximum reaches m
+                S_GAP: state <= (md == M_STEP) ? S_NORM : S_SUM;  // the last word's maximum reaches m
                 S_SUM: begin
                     w <= last_w ? 16'd0 : w + 16'd1;
                     if (last_w) state <= S_SINK;
                 end
-                S_SINK: state <= S_DIV;
+                S_SINK: state <= (md == M_STEP) ? S_END : S_DIV;
                 S_DIV: begin  // wait for the sum, divide, wait for the quotient
                     if (sum_final) begin
                         div_go <= 1'b1;
@@ -141,7 +224,7 @@ module ga2_sm #(
                 end
                 S_NORM: begin
                     w <= last_w ? 16'd0 : w + 16'd1;
-                    if (last_w) state <= S_END;
+                    if (last_w) state <= (md == M_STEP) ? S_SINK : S_END;
                 end
                 S_END: if (done) state <= S_IDLE;
                 default: state <= S_IDLE;
@@ -213,6 +296,7 @@ module ga2_sm #(
         if (run || rst) word_max_on <= !rst && (k2 == K_MAX);
         if (rst) m <= 8'd0;
         else if (start) m <= sink_en ? sink : 8'h80;
+        else if (run && md == M_STEP && k2 == K_ST && w2 == {AW{1'b0}}) m <= rd_data[7:0];  // m_old
         else if (word_max_on) m <= max8(m, word_max);
     end
 
@@ -244,10 +328,8 @@ module ga2_sm #(
     reg  [31:0] s4_p [0:3];             // E*R; bits 22:0 only round away
     /* verilator lint_on UNUSEDSIGNAL */
     wire [16:0] recip;
-    /* verilator lint_off UNUSEDSIGNAL */
-    wire [31:0] quotient;  // S >= 2^15 (see the header): the quotient is below 2^17
-    /* verilator lint_on UNUSEDSIGNAL */
-    assign recip = quotient[16:0];
+    wire [31:0] quotient;  // SMAX: S >= 2^15 (see the header), the quotient is below 2^17; NORM: all 32 bits
+    assign recip = (md == M_STEP) ? 17'h10000 : quotient[16:0];  // STEP: p = (E + 2^7) >> 8
     integer l;
     always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
@@ -296,7 +378,8 @@ module ga2_sm #(
     /* verilator lint_off PINCONNECTEMPTY */
     wire div_done;
     divu u_div (
-        .clk(clk), .rst(rst), .start(div_go), .dividend(32'd1 << GA2_SM_RECIP_BITS), .divisor(sum),
+        .clk(clk), .rst(rst), .start(div_go), .dividend(32'd1 << GA2_SM_RECIP_BITS),
+        .divisor((md == M_NORM) ? lreg : sum),
         .quotient(quotient), .remainder(), .done(div_done)
     );
     /* verilator lint_on PINCONNECTEMPTY */
@@ -312,17 +395,105 @@ module ga2_sm #(
             prob = !ok ? 8'd0 : (rounded > {1'b0, GA2_SM_OUT_MAX[7:0]}) ? GA2_SM_OUT_MAX[7:0] : rounded[7:0];
         end
     endfunction
+    // STEP: the sum of the written p; l = (l_old * alpha + 2^14) >> 15 + that sum
+    function [9:0] psum4;
+        input [31:0] wd;
+        begin
+            psum4 = {2'd0, wd[7:0]} + {2'd0, wd[15:8]} + {2'd0, wd[23:16]} + {2'd0, wd[31:24]};
+        end
+    endfunction
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [47:0] l_scaled = {16'd0, lold} * {32'd0, alpha} + (48'd1 << (GA2_SM_ALPHA_BITS - 1));  // bits 14:0 round away
+    /* verilator lint_on UNUSEDSIGNAL */
+    // ACC: ((O * alpha + 2^14) >>> 15) + T
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [47:0] o_scaled = $signed({{16{rd_data[31]}}, rd_data}) * $signed({32'd0, alpha})
+                           + (48'sd1 <<< (GA2_SM_ALPHA_BITS - 1));
+    /* verilator lint_on UNUSEDSIGNAL */
+    // NORM: clamp((O * R + 2^30) >>> 31), R the 32-bit quotient
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [64:0] n_prod = $signed({{33{rd_data[31]}}, rd_data}) * $signed({33'd0, quotient})
+                         + (65'sd1 <<< (GA2_SM_NORM_SHIFT - 1 - {28'd0, sink_r[3:0]}));
+    wire [64:0] n_shifted = $signed(n_prod) >>> (GA2_SM_NORM_SHIFT - {28'd0, sink_r[3:0]});
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [7:0]  n_byte = ($signed(n_shifted) > 65'sd127) ? 8'h7f : ($signed(n_shifted) < -65'sd128) ? 8'h80
+                       : n_shifted[7:0];
+    reg  [31:0] tr, pack, psum;
+    reg  [1:0]  tl;                     // STEP: the state writes after the last p
+    reg  [15:0] ni;                     // NORM: the element whose data arrives
+    wire [31:0] p_word = {prob(s4_p[3], s4_ok[3]), prob(s4_p[2], s4_ok[2]), prob(s4_p[1], s4_ok[1]),
+                          prob(s4_p[0], s4_ok[0])};
+    wire [31:0] n_pack = ((ni[1:0] == 2'd0) ? 32'd0 : pack) | ({24'd0, n_byte} << {ni[1:0], 3'b000});
     always @(posedge clk) begin
         if (rst) begin
             we <= 1'b0;
             done <= 1'b0;
             waddr <= {AW{1'b0}};
             wdata <= 32'd0;
+            tr <= 32'd0;
+            pack <= 32'd0;
+            psum <= 32'd0;
+            tl <= 2'd0;
+            ni <= 16'd0;
+        end else if (start) begin
+            psum <= 32'd0;
+            ni <= 16'd0;
         end else if (run) begin
-            we <= (s4_k == K_NORM);
-            done <= (s4_k == K_NORM) && s4_l;
-            waddr <= s4_a;
-            wdata <= {prob(s4_p[3], s4_ok[3]), prob(s4_p[2], s4_ok[2]), prob(s4_p[1], s4_ok[1]), prob(s4_p[0], s4_ok[0])};
+            we <= 1'b0;
+            done <= 1'b0;
+            case (md)
+                M_ACC: if (k2 == K_DAT) begin
+                    if (!ph2) tr <= rd_data;
+                    else begin
+                        we <= 1'b1;
+                        done <= dl2;
+                        waddr <= pd + w2;
+                        wdata <= o_scaled[46:15] + tr;
+                    end
+                end
+                M_NORM: if (k2 == K_DAT) begin
+                    ni <= ni + 16'd1;
+                    pack <= n_pack;
+                    if (ni[1:0] == 2'd3 || dl2) begin
+                        we <= 1'b1;
+                        done <= dl2;
+                        waddr <= pd + ni[AW+1:2];
+                        wdata <= n_pack;
+                    end
+                end
+                M_STEP: begin
+                    waddr <= s4_a;
+                    wdata <= p_word;
+                    if (s4_k == K_NORM) begin
+                        we <= 1'b1;
+                        psum <= psum + {22'd0, psum4(p_word)};
+                        if (s4_l) tl <= 2'd1;
+                    end
+                    if (tl == 2'd1) begin
+                        we <= 1'b1;
+                        waddr <= pst;
+                        wdata <= {{24{m[7]}}, m};
+                        tl <= 2'd2;
+                    end else if (tl == 2'd2) begin
+                        we <= 1'b1;
+                        waddr <= pst + 1;
+                        wdata <= l_scaled[46:15] + psum;
+                        tl <= 2'd3;
+                    end else if (tl == 2'd3) begin
+                        we <= 1'b1;
+                        done <= 1'b1;
+                        waddr <= pst + 2;
+                        wdata <= {16'd0, alpha};
+                        tl <= 2'd0;
+                    end
+                end
+                default: begin
+                    we <= (s4_k == K_NORM);
+                    done <= (s4_k == K_NORM) && s4_l;
+                    waddr <= s4_a;
+                    wdata <= p_word;
+                end
+            endcase
         end
     end
 endmodule

@@ -70,7 +70,8 @@ def test_every_program_in_tools_is_covered_here():
                                       "ch15_figures", "ch15_run", "ch15_selfcheck", "decode_report", "dse",
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
                                       "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
-                                      "ch15_sinks", "own_model", "page_groups_bench", "mixed_chip"])
+                                      "ch15_sinks", "own_model", "page_groups_bench", "mixed_chip",
+                                      "tiled_attention"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"

@@ -70,6 +70,25 @@ def smax(src: int, dst: int, n: int, sink: int | None = None, smul: int = isa.SM
     return Instr(isa.OP_SMAX, flags=flags, cnt=n, a=src, c=dst, e=((sink or 0) & 0xFF) | (smul << 8)).encode()
 
 
+def smax_step(src: int, state: int, dst: int, n: int, smul: int = isa.SM_SCALE_ONE) -> list[int]:
+    """One tile of an online softmax: n int8 logits at src to unnormalised weights at dst (scale
+    1/128 of the running maximum), updating the row's state (m, l, alpha) at `state`."""
+    return Instr(isa.OP_SMAX, sub=isa.SM_STEP, cnt=n, a=src, b=state, c=dst, e=smul << 8).encode()
+
+
+def smax_acc(src: int, state: int, dst: int, n: int) -> list[int]:
+    """The running output: n int32 words at dst become dst * alpha + src (alpha: the state's third word)."""
+    return Instr(isa.OP_SMAX, sub=isa.SM_ACC, cnt=n, a=src, b=state, c=dst).encode()
+
+
+def smax_norm(src: int, state: int, dst: int, n: int, shift: int = 0) -> list[int]:
+    """The output row: n int32 words at src divided by the state's l, as n packed int8 at dst with
+    scale 2^-shift of the words' (shift 0..15)."""
+    if not 0 <= shift <= 15:
+        raise ValueError(f"smax_norm: shift {shift} is not in 0..15")
+    return Instr(isa.OP_SMAX, sub=isa.SM_NORM, cnt=n, a=src, b=state, c=dst, e=shift).encode()
+
+
 def listing(code: list[int]) -> str:
     """The program, one instruction per line: index, the four words in hex, the disassembly."""
     lines = []

@@ -152,6 +152,64 @@ def softmax_int8(x: np.ndarray, sink: int | None, smul: int = SM_SCALE_ONE) -> n
     return np.minimum(SM_OUT_MAX, (e * recip + (1 << (SM_OUT_SHIFT - 1))) >> SM_OUT_SHIFT)
 
 
+# --- online softmax: attention tiled over the context ------------------------------------------
+# SMAX's sub field picks its mode. A global layer's attention streams K and V in tiles; per query
+# row a three-word *state* (the running maximum m, the running sum l, the last rescale factor
+# alpha) at the instruction's b address carries what the tiles before have seen:
+#   STEP  one tile's logits -> unnormalised weights p = exp(x - m) (scale 1/128, relative to the
+#         running maximum), and the state: m = max(m, tile), alpha = exp(m_old - m) (Q15),
+#         l = l * alpha + sum p
+#   ACC   the running output O (int32) = O * alpha + T, T the tile's int32 p @ V
+#   NORM  the output row: O / l as int8 (one division per row, as SMAX does)
+SM_SOFTMAX, SM_STEP, SM_ACC, SM_NORM = 0, 1, 2, 3
+SM_LAST = SM_NORM  # the last mode: the decoder refuses any above it
+SM_MODE_NAMES = {SM_SOFTMAX: "smax", SM_STEP: "smax.step", SM_ACC: "smax.acc", SM_NORM: "smax.norm"}
+SM_STATE_WORDS = 3  # m (an int8, sign-extended), l (uint32), alpha (Q15)
+SM_ALPHA_BITS = 15  # alpha = E[d(m - m_old)], the table's own Q15 scale
+SM_STEP_SHIFT = 8  # p = min(127, (E + 2^7) >> 8): the table's 2^15 at the maximum becomes 127
+SM_NORM_SHIFT = 31  # out = clamp((O * floor(2^31 / l) + 2^30) >> 31)
+
+
+def _int8(word: int) -> int:
+    return ((int(word) & 0xFF) ^ 0x80) - 0x80
+
+
+def softmax_step(x: np.ndarray, m_word: int, l_word: int, smul: int = SM_SCALE_ONE
+                 ) -> tuple[np.ndarray, int, int, int]:
+    """One tile of the online softmax (SMAX mode STEP): the tile's unnormalised weights and the new
+    (m, l, alpha) state words. m_word's low byte is the running maximum (an int8, -128 before the
+    first tile), l_word the running sum (uint32) of the weights of the tiles before."""
+    x = np.asarray(x, dtype=np.int64)
+    m_old = _int8(m_word)
+    m = max(m_old, int(x.max()))
+    e = EXP_TABLE[table_index(m - x, smul)]
+    p = np.minimum(SM_OUT_MAX, (e + (1 << (SM_STEP_SHIFT - 1))) >> SM_STEP_SHIFT)
+    alpha = int(EXP_TABLE[int(table_index(m - m_old, smul))])
+    l_new = ((((int(l_word) & 0xFFFFFFFF) * alpha + (1 << (SM_ALPHA_BITS - 1))) >> SM_ALPHA_BITS)
+             + int(p.sum())) & 0xFFFFFFFF
+    return p, m & 0xFFFFFFFF, l_new, alpha
+
+
+def softmax_acc(o: np.ndarray, t: np.ndarray, alpha_word: int) -> np.ndarray:
+    """SMAX mode ACC: the running output rescaled by alpha (the state's third word, low 16 bits,
+    Q15) plus the tile's int32 result: wrap32(((O * alpha + 2^14) >> 15) + T), O and T int32."""
+    alpha = int(alpha_word) & 0xFFFF
+    o = np.asarray(o, dtype=np.int64)
+    return wrap32(((o * alpha + (1 << (SM_ALPHA_BITS - 1))) >> SM_ALPHA_BITS) + np.asarray(t, dtype=np.int64))
+
+
+def softmax_norm(o: np.ndarray, l_word: int, k: int = 0) -> np.ndarray:
+    """SMAX mode NORM: the int32 output row divided by the running sum, as int8 with scale 2^-k
+    of O's: clamp((O * R + 2^(30-k)) >> (31-k)) with R = floor(2^31 / l) (l = 0: R = 2^32 - 1, the
+    divider's); k = e[3:0], 0..15."""
+    lw = int(l_word) & 0xFFFFFFFF
+    recip = (1 << SM_RECIP_BITS) // lw if lw else 0xFFFFFFFF
+    prod = np.asarray(o, dtype=object) * recip
+    sh = SM_NORM_SHIFT - (int(k) & 0xF)
+    out = (prod + (1 << (sh - 1))) >> sh
+    return np.clip(out.astype(object), INT8_MIN, INT8_MAX).astype(np.int64)
+
+
 # --- opcodes -------------------------------------------------------------------------------
 OP_HALT = 0
 OP_LOAD = 1
@@ -554,6 +612,25 @@ def smax_cycles(n: int) -> int:
     return 3 * nw + DIV_CYCLES + SMAX_LATENCY
 
 
+SM_STEP_LATENCY = 14  # STEP: setup, two state reads, the gap, the alpha slot, pipeline, three state writes
+SM_ACC_LATENCY = 5  # ACC: setup, the alpha read, the read latency, the write stage
+SM_NORM_LATENCY = 9  # NORM: setup, the l read and its latency, divu's start, the pass's latency
+
+
+def smax_mode_cycles(mode: int, n: int) -> int:
+    """Execute cycles of an SMAX in `mode` over n elements (int8 logits for SOFTMAX and STEP, int32
+    words for ACC and NORM); rtl/ga2_sm.v's header derives them."""
+    if mode == SM_SOFTMAX:
+        return smax_cycles(n)
+    if mode == SM_STEP:  # a max pass and a write pass, no division
+        return 2 * words_for(n) + SM_STEP_LATENCY
+    if mode == SM_ACC:  # T[i] and O[i] in turn on the one read port
+        return 2 * n + SM_ACC_LATENCY
+    if mode == SM_NORM:  # one division, then one word read a cycle
+        return n + DIV_CYCLES + SM_NORM_LATENCY
+    raise ValueError(f"SMAX mode {mode}")
+
+
 # --- what an instruction does: the one definition --------------------------------------------
 
 
@@ -705,12 +782,49 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
         n, src, dst = ins.cnt, ins.a, ins.c
         if n < 1:
             fail(f"SMAX of {n} elements")
+        if ins.sub > SM_LAST:
+            fail(f"SMAX mode {ins.sub} (the last is {SM_LAST})")
+        if ins.sub != SM_SOFTMAX:
+            return _smax_mode_effects(ins, inside, fail)
         nw = words_for(n)
         reads, writes = inside("SMAX src", src, nw), inside("SMAX dst", dst, nw)
         if src != dst and abs(src - dst) < nw:
             fail("SMAX destination partly overlaps its source")
         return Effects("smax", reads, writes, _NONE, _NONE, smax_cycles(n))
     fail(f"unknown opcode {op}")
+
+
+def _smax_mode_effects(ins: Instr, inside, fail) -> Effects:
+    """STEP, ACC and NORM: the row's data, and the state words at b each reads and writes."""
+    mode, n, src, dst, st = ins.sub, ins.cnt, ins.a, ins.c, ins.b
+    name = SM_MODE_NAMES[mode]
+    if ins.flags:
+        fail(f"{name} takes no flags (flags = {ins.flags})")
+    state = inside(f"{name} state", st, SM_STATE_WORDS)
+
+    def apart(what: str, a: np.ndarray, b: np.ndarray) -> None:
+        if np.intersect1d(a, b).size:
+            fail(f"{name}: {what} overlap")
+
+    if mode == SM_STEP:
+        nw = words_for(n)
+        reads, writes = inside(f"{name} src", src, nw), inside(f"{name} dst", dst, nw)
+        if src != dst and abs(src - dst) < nw:
+            fail(f"{name} destination partly overlaps its source")
+        apart("the state and the source", state, reads)
+        apart("the state and the destination", state, writes)
+        return Effects("smax", np.concatenate([reads, state[:2]]), np.concatenate([writes, state]),
+                       _NONE, _NONE, smax_mode_cycles(mode, n))
+    if mode == SM_ACC:
+        t, o = inside(f"{name} src", src, n), inside(f"{name} dst", dst, n)
+        apart("the source and the destination", t, o)
+        apart("the state's alpha and the destination", state[2:], o)
+        return Effects("smax", np.union1d(np.union1d(t, o), state[2:]), o, _NONE, _NONE,
+                       smax_mode_cycles(mode, n))
+    o, out = inside(f"{name} src", src, n), inside(f"{name} dst", dst, words_for(n))
+    apart("the source and the destination", o, out)
+    apart("the state's l and the destination", state[1:2], out)
+    return Effects("smax", np.union1d(o, state[1:2]), out, _NONE, _NONE, smax_mode_cycles(mode, n))
 
 
 def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: int, fail) -> Effects:

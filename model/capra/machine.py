@@ -370,9 +370,25 @@ class Machine:
         sink = ((ins.e & 0xFF) ^ 0x80) - 0x80 if ins.flags & isa.SM_SINK else None
         smul = (ins.e >> 8) & 0xFFFF
 
+        st, mode = ins.b, ins.sub
+
         def effect() -> None:
-            p = isa.softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
-            self._store_int8_rows(dst, p[None, :])
+            if mode == isa.SM_STEP:
+                p, m, l_new, alpha = isa.softmax_step(self._int8_rows(src, 1, n)[0], int(self.sram[st]),
+                                                      int(self.sram[st + 1]), smul)
+                self._store_int8_rows(dst, p[None, :])
+                self.sram[st : st + isa.SM_STATE_WORDS] = np.array([m, l_new, alpha], dtype=np.uint32)
+            elif mode == isa.SM_ACC:
+                o = self.sram[dst : dst + n].view(np.int32).astype(np.int64)
+                t = self.sram[src : src + n].view(np.int32).astype(np.int64)
+                acc = isa.softmax_acc(o, t, int(self.sram[st + 2]))
+                self.sram[dst : dst + n] = acc.astype(np.int64).astype(np.uint32)
+            elif mode == isa.SM_NORM:
+                o = self.sram[src : src + n].view(np.int32).astype(np.int64)
+                self._store_int8_rows(dst, isa.softmax_norm(o, int(self.sram[st + 1]), ins.e & 0xF)[None, :])
+            else:
+                p = isa.softmax_int8(self._int8_rows(src, 1, n)[0], sink, smul)
+                self._store_int8_rows(dst, p[None, :])
 
         self.counters.vec_busy += self._run_compute(pc, ins, eff, effect)
 
@@ -455,6 +471,10 @@ def _operands(ins: Instr) -> str:
     if ins.op == isa.OP_VEC:
         rows = f" rows={ins.d}" if ins.d > 1 else ""
         return f"vec.{isa.VEC_NAMES.get(ins.sub, ins.sub)} a={ins.a} b={ins.b} dst={ins.c} n={ins.cnt}{rows}"
+    if ins.op == isa.OP_SMAX and ins.sub:
+        smul = f" smul={(ins.e >> 8) & 0xFFFF}" if ins.sub == isa.SM_STEP else ""
+        return (f"{isa.SM_MODE_NAMES.get(ins.sub, f'smax.{ins.sub}')} src={ins.a} state={ins.b} dst={ins.c} "
+                f"n={ins.cnt}{smul}")
     if ins.op == isa.OP_SMAX:
         sink = f" sink={((ins.e & 0xFF) ^ 0x80) - 0x80}" if ins.flags & isa.SM_SINK else ""
         return f"smax src={ins.a} dst={ins.c} n={ins.cnt} smul={(ins.e >> 8) & 0xFFFF}{sink}"

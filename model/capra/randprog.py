@@ -116,6 +116,14 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
     n = rng.randint(1, 70)
     x = src(isa.words_for(n))
     smul = rng.choice([1, isa.SM_SCALE_ONE, 0xFFFF, rng.randrange(1, 1 << 16), rng.randrange(16, 400)])
+    if rng.random() < 0.4:  # the online-softmax modes, on a state of three written words
+        mode, st = rng.choice([isa.SM_STEP, isa.SM_ACC, isa.SM_NORM]), src(isa.SM_STATE_WORDS)
+        if mode == isa.SM_STEP:
+            return asm.smax_step(x, st, x if rng.random() < 0.3 else sram(), n, smul=smul)
+        m = rng.randint(1, 40)
+        if mode == isa.SM_ACC:
+            return asm.smax_acc(src(m), st, src(m), m)
+        return asm.smax_norm(src(m), st, sram(), m, shift=rng.randrange(16))
     return asm.smax(x, x if rng.random() < 0.2 else sram(), n,
                     sink=rng.randint(-128, 127) if rng.random() < 0.4 else None, smul=smul)
 

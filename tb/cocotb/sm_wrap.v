@@ -12,6 +12,8 @@ module sm_wrap (
     input  wire [15:0] smul,
     input  wire [15:0] n,
     input  wire [11:0] src,
+    input  wire [1:0]  mode,
+    input  wire [11:0] st,
     input  wire [11:0] dst,
     output wire        unit_we,
     output wire        done,
@@ -30,7 +32,8 @@ module sm_wrap (
     wire [31:0]  wdata, unused_p1;
 
     ga2_sm u_sm (
-        .clk(clk), .rst(rst), .start(start), .sink_en(sink_en), .sink(sink), .smul(smul), .n(n), .src(src),
+        .clk(clk), .rst(rst), .start(start), .sink_en(sink_en), .mode(mode), .st(st), .sink(sink),
+        .smul(smul), .n(n), .src(src),
         .dst(dst), .re(re), .rd_addr(rd_addr), .rd_data(line[31:0]), .we(unit_we), .waddr(waddr),
         .wdata(wdata), .done(done)
     );

@@ -51,7 +51,7 @@ def overlaps(a: int, n: int, b: int, m: int) -> bool:
 
 @cocotb.test()
 async def test_ga2_sm_random_rows(dut):
-    inputs = ("start", "sink_en", "sink", "smul", "n", "src", "dst")
+    inputs = ("start", "sink_en", "sink", "smul", "n", "src", "dst", "mode", "st")
     cycles, sram, r = await start_unit(dut, inputs, WINDOW)
     with_sink = 0
     for row in range(ROWS):
@@ -73,7 +73,7 @@ async def test_ga2_sm_random_rows(dut):
         what = f"smax n={n} src={src} dst={dst} sink={sink} smul={smul} x={x.tolist()}"
         await run_unit(dut, cycles, isa.smax_cycles(n), what,
                        dict(sink_en=int(sink is not None), sink=(sink or 0) & 0xFF, smul=smul, n=n, src=src,
-                            dst=dst))
+                            dst=dst, mode=isa.SM_SOFTMAX, st=0))
         for i, word in enumerate(pack_int8(softmax_int8(x, sink, smul))):
             sram.mirror[dst + i] = word
         await sram.check(dst - 1, nw + 2, what)
