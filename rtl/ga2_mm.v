@@ -219,6 +219,7 @@ module ga2_mm #(
     reg          half;                // N = 2: the pass is the second half of its tile
     reg [AW-1:0] b_ptr;               // BROWS: the line of reduction step cnt; dot: B row of the pass's first column
     reg [AW-1:0] b_first;             // dot: B row 4*t_first, where every batch tile's first pass starts
+    reg [AW-1:0] b_lread;              // BROWS: b_ptr + tile, the line read, kept beside them (no adder before the read)
     reg [AW-1:0] d_line, d_addr;      // dot: this round's row-0 word, and the read of this cycle
     reg          tile_start;          // this pass is its batch tile's first
     // The pipelines below advance only while the engine runs (from the setup cycle to `done`):
@@ -342,7 +343,7 @@ module ga2_mm #(
     wire            dot_w2  = (DOTW > 1) && ({{PB{1'b0}}, dot_l, 1'b1} < {3'b000, kw});  // the read's second word
     wire [3:0]      dot_mask = {2'b00, dot_w2 && dot_rd, dot_rd};
     wire            bias_l1 = (BL > 1) && (cnt != b_reads);  // the pass's second bias line (N = 8)
-    wire [AW-1:0]   b_addr  = brows ? (b_ptr + tile[AW-1:0]) : d_addr;
+    wire [AW-1:0]   b_addr  = brows ? b_lread : d_addr;
     wire [AW-1:0]   bias_at = qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0}
                               + {{(AW-3){1'b0}}, bias_l1, 2'b00};
     wire [3:0]      bias_mask = bias_l1 ? pass_cols[(BL > 1 ? 7 : 3) -: 4] : pass_cols[3:0];
@@ -396,6 +397,7 @@ module ga2_mm #(
             half <= 1'b0;
             b_ptr <= {AW{1'b0}};
             b_first <= {AW{1'b0}};
+            b_lread <= {AW{1'b0}};
             d_line <= {AW{1'b0}};
             d_addr <= {AW{1'b0}};
             tile_start <= 1'b0;
@@ -454,6 +456,7 @@ module ga2_mm #(
                 end
                 P_ATURN: begin  // the tile's first pass comes next (after the MM before it has left the array)
                     b_ptr <= brows ? b_r : b_first;
+                    b_lread <= b_r + t_first[AW-1:0];
                     d_line <= b_first;
                     d_addr <= b_first;
                     begin_pass(t_first, 1'b0, t_g);
@@ -474,7 +477,10 @@ module ga2_mm #(
                 P_BREAD: begin
                     cnt <= cnt + 11'd1;
                     if (last_b) in_b <= 1'b0;
-                    if (brows && in_b) b_ptr <= b_ptr + tiles;
+                    if (brows && in_b) begin
+                        b_ptr <= b_ptr + tiles;
+                        b_lread <= b_lread + tiles;
+                    end
                     if (!brows && in_b) begin  // the dot form's next read: the next row, or the next round
                         if (dot_r == PER[PB-1:0] - 1'b1) begin
                             d_line <= d_line + DOTW[AW-1:0];
@@ -490,6 +496,7 @@ module ga2_mm #(
                             else begin_pass(next_tile, 1'b0, t_g);
                             // dot form: the next pass's first B row is N rows on
                             b_ptr <= brows ? b_r : (b_ptr + nkw);
+                            b_lread <= b_r + ((half_pass && !half) ? tile[AW-1:0] : next_tile[AW-1:0]);
                             d_line <= b_ptr + nkw;
                             d_addr <= b_ptr + nkw;
                             cnt <= (t_pass_pad != {WB{1'b0}}) ? {{(11-WB){1'b0}}, t_pass_pad} : 11'd0;
