@@ -341,6 +341,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--page", "0", says="--page"),
         bad("--page", "sixteen", says="--page"),
     ],
+    "tiled-attention": [
+        bad("--contexts", "0", says="--contexts"),
+        bad("--contexts", "128", "128", says="--contexts"),
+        bad("--logit-scale", "nan", says="--logit-scale"),
+        bad("--max-rel", "2", says="--max-rel"),
+    ],
     "gen": [bad("--chek", says="--chek")],
     "own-model": [
         bad("--hidden", "0", says="--hidden"),
