@@ -186,7 +186,8 @@ def read_json(path: str | os.PathLike, what: str) -> object:
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{path} cannot be read ({what}): {error}") from None
     except json.JSONDecodeError as error:
-        raise UserError(f"{path} is not complete JSON ({what}): {error.msg} (line {error.lineno}, column {error.colno})") from None
+        raise UserError(f"{path} is not complete JSON ({what}): {error.msg} "
+                        f"(line {error.lineno}, column {error.colno})") from None
 
 
 # ---- run folders ---------------------------------------------------------------------------------
