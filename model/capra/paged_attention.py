@@ -160,7 +160,7 @@ def _emit(shape, source, lo, hi, tile, j0, j1, ntiles, lay, q_ext, st_ext, o_ext
           out_shift, image) -> list[int]:
     """One segment: tiles j0 .. j1 - 1 of the ntiles over rows lo .. hi - 1."""
     g, d = shape
-    dw, kb, vb, sw = lay["dw"], lay["kb"], lay["vb"], lay["sw"]
+    dw, kb, vb = lay["dw"], lay["kb"], lay["vb"]
     q_s, st_s, s_s, t_s, o_s, out_s = (lay[k] for k in ("q_s", "st_s", "s_s", "t_s", "o_s", "out_s"))
     gather = isinstance(source, PagedKV)
     e = _Emitter()

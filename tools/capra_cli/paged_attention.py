@@ -121,7 +121,8 @@ def main(args) -> int:
     rng = np.random.default_rng(args.seed + 1)
     q8 = rng.integers(-127, 128, (GROUP, HEAD_DIM))
     qa, qs, smul = 7803, 24, isa.SM_SCALE_ONE  # int8 logits of std about 20 in steps of 1/16
-    print(f"one request of the mixed model's layers ({', '.join('global' if w is None else f'windowed W={w}' for w in WINDOWS)}), "
+    kinds = ", ".join("global" if w is None else f"windowed W={w}" for w in WINDOWS)
+    print(f"one request of the mixed model's layers ({kinds}), "
           f"{KV_HEADS} KV heads of {HEAD_DIM}, pages of {PAGE} rows in one pool with a second request")
     print(f"{'T':>6} | {'host words/step':>15} {'chip gather':>11} {'removed':>8} | {'LOADs':>9} {'GATHERs':>9} "
           f"{'extra':>6} {'extra %':>7} {'pages':>6} {'progs':>5} {'equal':>5}")
@@ -170,4 +171,5 @@ def main(args) -> int:
           "ending at T). LOADs / GATHERs: exact cycles (c0, summed over the programs) of layer 1's attention "
           f"for one GQA group, tiles of {pa.TILE} keys; extra = GATHERs - LOADs; pages = descriptors read.")
     print(runs.footer({**runs.provenance(), "chip": "machine model"}))
-    return finish(problems, checks, f"{checks} contexts: the gathered attention equals the contiguous one word for word")
+    return finish(problems, checks,
+                  f"{checks} contexts: the gathered attention equals the contiguous one word for word")
