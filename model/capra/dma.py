@@ -196,15 +196,15 @@ class DmaTimeline:
             if ext_words is None or len(ext_words) != len(sram_words):
                 raise ValueError("a two-word bus needs the external address of every word of a transfer")
             beats = isa.dma_beat_index(ext_words, cols, self.ext_words)
-        n = int(beats[-1]) + 1
+        n = beats_n = int(beats[-1]) + 1
         firsts = frozenset() if page_starts is None else frozenset(beats[np.asarray(page_starts)].tolist())
         setup = max(t + 1, self.engine_free, (self.last_store_end if is_load else self.last_load_end) + 1)
         if self.stall is not None:
             end, self.engine_free = self._load_beats(setup, n, firsts) if is_load else self._store_beats(setup, n)
         elif is_load:
-            slots = n + isa.GATHER_DESC_CYCLES * len(firsts)
-            end = setup + slots + self.latency + 2
-            self.engine_free = setup + slots + 1
+            n += isa.GATHER_DESC_CYCLES * len(firsts)  # a gather: timed as a LOAD of that many more beats
+            end = setup + n + self.latency + 2
+            self.engine_free = setup + n + 1
         else:
             end = setup + n + self.latency + 5
             self.engine_free = setup + n + 2
@@ -212,7 +212,7 @@ class DmaTimeline:
             self.last_load_end = end
         else:
             self.last_store_end = end
-        x = Transfer(pc, is_load, t, setup, end, sram_words, n, table_words)
+        x = Transfer(pc, is_load, t, setup, end, sram_words, beats_n, table_words)
         self.transfers.append(x)
         self.busy_cycles += max(0, end - max(setup, self.busy_until))
         self.busy_until = max(self.busy_until, end)
