@@ -126,6 +126,24 @@ def _stalled(percent: int) -> config.Config:
     return dataclasses.replace(config.active(), ext_stall=percent, ext_seed=7)
 
 
+def _store_then_gather():
+    """A STORE writes a new row into a page, a gather right after it reads that page: it must see
+    the row (a gather waits, as a LOAD does, for the STOREs before it to be answered)."""
+    ext = [(7 * a + 3) & 0xFFFFFFFF for a in range(600)]
+    ext[500:503] = [64, 320, 128]  # three pages of 4 rows of 2 words
+    code = (asm.load(0, 500, 1, 3) + asm.load(100, 560, 1, 2) + asm.wait()
+            + asm.store(100, 320 + 3 * 2, 1, 2)  # row 3 of page 1 (logical row 7)
+            + asm.gather(200, 0, 6, 2, first=4, page_shift=2) + asm.store(200, 400, 1, 12) + asm.halt())
+    want = ext[320:326] + ext[560:562] + ext[128:132]
+    return code, ext, want
+
+
+def test_a_gather_reads_what_a_store_before_it_wrote():
+    code, ext, want = _store_then_gather()
+    m = run_program(code, ext, EXTW)
+    assert [int(w) for w in m.ext[400:412]] == want
+
+
 @needs_simulators
 @pytest.mark.parametrize("stall", [0, 50])
 def test_gathers_replay_exactly_in_both_simulators(stall):
@@ -138,6 +156,7 @@ def test_gathers_replay_exactly_in_both_simulators(stall):
     with config.use(cfg):
         records = [image.record(*_case(seed)[:2], EXTW) for seed in range(12)]
         records += [image.record(*random_program(9000 + seed)) for seed in range(6)]
+        records.append(image.record(*_store_then_gather()[:2], EXTW))
     verdicts = replay.replay(records, cfg=cfg)
     for v in verdicts:
         assert v.passed, v.line
