@@ -163,6 +163,20 @@ def test_gathers_replay_exactly_in_both_simulators(stall):
 
 
 @needs_icarus
+def test_gathers_replay_exactly_on_the_two_word_bus():
+    """With ext_words=2 a gather's beats follow each row's alignment (a row at an odd address starts
+    with a one-word beat), page by page: Icarus, on a memory that stalls a quarter of the cycles."""
+    from replay.simulators import ICARUS
+
+    cfg = dataclasses.replace(config.active(), ext_words=2, ext_stall=25, ext_seed=3)
+    with config.use(cfg):
+        records = [image.record(*_case(seed)[:2], EXTW) for seed in range(12)]
+        records.append(image.record(*_store_then_gather()[:2], EXTW))
+    [verdict] = replay.replay(records, cfg=cfg, simulators=[ICARUS])
+    assert verdict.passed, verdict.line
+
+
+@needs_icarus
 @needs_verilator
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_a_gather_through_a_descriptor_past_the_memory_halts_the_chip(sim, tmp_path):
