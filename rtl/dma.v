@@ -41,6 +41,17 @@
 //          s+5+L+b; the transfer ends at s+n+L+5 (HALT and WAIT count it until every write is
 //          answered); the engine is free at s+n+2
 // (L <= PENDING - 2 keeps the engine from ever waiting on its answer bookkeeping.)
+//
+// Gather (a LOAD with `gather` high): rows r = 0 .. rows-1 are the logical rows L = r0 + r of a paged
+// tensor (r0 = ext_base[31:16]); row L lies in page P = L >> page_shift, whose base address is the
+// descriptor word at scratchpad address T + P (T = ext_base[15:0], the block table), at
+// base + page_off + (L mod 2^page_shift) * ext_stride. The rows go to the scratchpad packed
+// (sram_stride is cols). Before the first row of each page the engine reads that page's descriptor
+// on its scratchpad read port (free: a LOAD never uses it) and waits for it: R_DESC (the read),
+// R_DW1, R_DW2 (the word arrives: the page's first row address), so each page adds
+// GATHER_DESC = 3 cycles to the LOAD timing above: with n beats over p pages a gather is timed as a
+// LOAD of n + 3p beats, its setup cycle being the first descriptor read. Only the first page starts
+// inside a page (at row r0 mod 2^page_shift: one multiply); every later one starts at its row 0.
 // `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
 // its descriptor has not ended.
 module dma #(
@@ -61,6 +72,9 @@ module dma #(
     input  wire [15:0] ext_stride,
     input  wire [AW-1:0] sram_base,
     input  wire [AW-1:0] sram_stride,
+    input  wire        gather,          // a LOAD through a block table (above)
+    input  wire [3:0]  page_shift,      // a gather's page holds 2^page_shift rows
+    input  wire [15:0] page_off,        // a gather adds it to every descriptor
     input  wire [IAW-1:0] pc,           // the instruction issuing the transfer (named by a fault)
     input  wire [31:0] ext_limit,       // words of external memory (at most 2^30)
     output reg  [QW-1:0] inflight,
@@ -144,6 +158,8 @@ module dma #(
 
     // ------------------------------------------------------------------ descriptors waiting
     reg [DW-1:0] dq [0:QUEUE-1];
+    localparam integer GW = 1 + 4 + 16;  // a descriptor's gather fields {gather, page_shift, page_off}
+    reg [GW-1:0] gq [0:QUEUE-1];
     reg [QPW-1:0] dq_rp, dq_wp;
     reg [QW-1:0]  dq_count;
     // (a descriptor is {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride, pc}; the
@@ -155,8 +171,9 @@ module dma #(
     reg [QPW-1:0] pcq_rp, pcq_wp;
 
     // ------------------------------------------------------------------ the request engine
-    localparam [1:0] R_IDLE = 2'd0, R_SETUP = 2'd1, R_REQ = 2'd2, R_LAST = 2'd3;
-    reg [1:0]  state;
+    localparam [2:0] R_IDLE = 3'd0, R_SETUP = 3'd1, R_REQ = 3'd2, R_LAST = 3'd3,
+                     R_DESC = 3'd4, R_DW1 = 3'd5, R_DW2 = 3'd6;  // a gather's descriptor read and its wait
+    reg [2:0]  state;
     reg        store;
     reg [15:0] rows_m1, cols_m1, r, c, e_stride;
     reg [31:0] e_row, e_addr;          // the row's first external word, the beat's
@@ -167,6 +184,17 @@ module dma #(
     reg [QW-1:0] loads_out, stores_out;  // of those, LOADs and STOREs
     reg [31:0] lim_m1;                 // ext_limit - 1 (ext_limit is held steady while running)
     reg        no_mem;                 // ext_limit = 0
+    // a gather: its block table, the current page (its index) and row in it, the page's size
+    reg        g_on, g_first;          // a gather; its first page (which may start inside the page)
+    reg [3:0]  g_sh;
+    reg [15:0] g_off, g_pg, g_i;
+    reg [AW-1:0] g_tbl;
+    reg [31:0] g_add;                  // what the page's descriptor is added to: page_off (+ g_i * stride, first page)
+    wire [15:0] g_mask   = (16'd1 << g_sh) - 16'd1;
+    wire        page_end = g_on && (g_i == g_mask);
+    wire        desc_rd  = (state == R_DESC);
+    wire [32:0] g_base   = {1'b0, sram_rdata[31:0]} + {1'b0, g_add};
+    wire [31:0] g_in     = {16'd0, g_i} * {16'd0, e_stride};  // g_i < 2^15
     wire [AW-1:0] s_addr = s_row + c[AW-1:0];
     // the beat: its words c .. that lie in the row (and, with EW = 2, in one aligned pair), and
     // whether it ends the row. c never passes cols_m1: equalities decide both.
@@ -240,8 +268,8 @@ module dma #(
     wire [3:0]  st_held  = {1'b0, sk_count} + {3'd0, st1_v} + {3'd0, st2_v};
     wire        st_room  = st_held < SKID[3:0];
     wire        st_rd    = (state == R_REQ) && store && st_room && !err && !beat_bad;
-    assign sram_re    = st_rd ? bmask : {EW{1'b0}};
-    assign sram_raddr = s_addr;
+    assign sram_re    = st_rd ? bmask : desc_rd ? {{(EW-1){1'b0}}, 1'b1} : {EW{1'b0}};
+    assign sram_raddr = desc_rd ? g_tbl + g_pg[AW-1:0] : s_addr;
 
     wire advance  = ld_prod || st_rd;  // the current transfer's beat went on its way
     wire req_done = advance && last_wd;
@@ -249,6 +277,8 @@ module dma #(
     wire free     = (state == R_IDLE) || (state == R_LAST && ar_fire);
     wire have_q   = (dq_count != {QW{1'b0}});
     wire take_st  = have_q ? dq[dq_rp][DW-1] : is_store;
+    wire [GW-1:0] take_g = have_q ? gq[dq_rp] : {gather, page_shift, page_off};
+    wire [15:0] take_r0  = have_q ? dq[dq_rp][DW-34 -: 16] : ext_base[31:16];
     wire take     = free && (have_q || start) && !err
                     && (take_st ? (loads_out == {QW{1'b0}}) : (stores_out == {QW{1'b0}}));
     wire bypass   = take && !have_q;   // the descriptor issued this cycle starts at once
@@ -295,6 +325,14 @@ module dma #(
             s_row <= {AW{1'b0}};
             s_stride <= {AW{1'b0}};
             cur_pc <= {IAW{1'b0}};
+            g_on <= 1'b0;
+            g_first <= 1'b0;
+            g_sh <= 4'd0;
+            g_off <= 16'd0;
+            g_pg <= 16'd0;
+            g_i <= 16'd0;
+            g_tbl <= {AW{1'b0}};
+            g_add <= 32'd0;
             active <= {QW{1'b0}};
             loads_out <= {QW{1'b0}};
             stores_out <= {QW{1'b0}};
@@ -316,6 +354,7 @@ module dma #(
                 // the queue of descriptors
                 if (start && !bypass) begin
                     dq[dq_wp] <= {is_store, rows, cols, ext_base, ext_stride, sram_base, sram_stride, pc};
+                    gq[dq_wp] <= {gather, page_shift, page_off};
                     dq_wp <= (dq_wp == Q_LAST) ? {QPW{1'b0}} : dq_wp + 1'b1;
                 end
                 if (take && have_q) dq_rp <= (dq_rp == Q_LAST) ? {QPW{1'b0}} : dq_rp + 1'b1;
@@ -337,6 +376,11 @@ module dma #(
                     if (row_end) begin
                         c <= 16'd0;
                         r <= r + 16'd1;
+                        g_i <= page_end ? 16'd0 : g_i + 16'd1;
+                        if (page_end) begin
+                            g_pg <= g_pg + 16'd1;
+                            g_first <= 1'b0;
+                        end
                         e_row <= e_next_row[31:0];
                         e_addr <= e_next_row[31:0];
                         e_over <= e_over || e_next_row[32];
@@ -350,12 +394,31 @@ module dma #(
                 case (state)
                     R_SETUP: state <= (ld_prod && last_wd) ? R_LAST : R_REQ;
                     R_REQ: if (req_done) state <= store ? R_IDLE : R_LAST;
+                           else if (advance && row_end && page_end) state <= R_DESC;
                     R_LAST: if (ar_fire) state <= R_IDLE;
+                    R_DESC: begin
+                        state <= R_DW1;
+                        g_add <= {16'd0, g_off} + (g_first ? g_in : 32'd0);
+                    end
+                    R_DW1: state <= R_DW2;
+                    R_DW2: begin  // the descriptor is here: the page's first row
+                        state <= R_REQ;
+                        e_row <= g_base[31:0];
+                        e_addr <= g_base[31:0];
+                        e_over <= g_base[32];
+                    end
                     default: state <= R_IDLE;
                 endcase
                 if (take) begin
-                    state <= R_SETUP;
+                    state <= take_g[GW-1] ? R_DESC : R_SETUP;
                     store <= take_st;
+                    g_on <= take_g[GW-1];
+                    g_sh <= take_g[19:16];
+                    g_off <= take_g[15:0];
+                    g_pg <= take_r0 >> take_g[19:16];
+                    g_i <= take_r0 & ((16'd1 << take_g[19:16]) - 16'd1);
+                    g_first <= 1'b1;
+                    g_tbl <= have_q ? dq[dq_rp][DW-66+AW -: AW] : ext_base[AW-1:0];
                     rows_m1 <= (have_q ? dq[dq_rp][DW-2 -: 16] : rows) - 16'd1;
                     cols_m1 <= (have_q ? dq[dq_rp][DW-18 -: 16] : cols) - 16'd1;
                     e_row <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
@@ -363,7 +426,8 @@ module dma #(
                     e_over <= 1'b0;
                     e_stride <= have_q ? dq[dq_rp][DW-66 -: 16] : ext_stride;
                     s_row <= have_q ? dq[dq_rp][2*AW+IAW-1 -: AW] : sram_base;
-                    s_stride <= have_q ? dq[dq_rp][AW+IAW-1 -: AW] : sram_stride;
+                    s_stride <= take_g[GW-1] ? (have_q ? dq[dq_rp][DW-34+AW -: AW] : cols[AW-1:0])
+                                             : have_q ? dq[dq_rp][AW+IAW-1 -: AW] : sram_stride;
                     cur_pc <= have_q ? dq[dq_rp][IAW-1:0] : pc;
                     r <= 16'd0;
                     c <= 16'd0;

@@ -28,7 +28,8 @@
 //   ST_EXT_ADDR      a LOAD/STORE reaching a word at or past ext_limit (the words the memory has)
 //   ST_EXT_RESP      the memory answered with an error (RRESP/BRESP SLVERR or DECERR)
 //   ST_EXT_PROTOCOL  an answer that breaks the AXI protocol as the DMA uses it (rtl/dma.v)
-// Illegal: an unknown opcode, a reserved bit set, CHAIN on anything but MM, WAIT keeping QUEUE or more, and the fields that
+// Illegal: an unknown opcode, a reserved bit set, CHAIN on anything but MM, WAIT keeping QUEUE or more, a
+// LOAD/STORE with flags or sub but a LOAD's GATHER flag (its sub: the page shift), and the fields that
 // would run a unit without end or over a whole memory: a LOAD/STORE of zero rows or columns, an MM
 // without rows, reduction or columns, a reduction past GA2_MM_MAX_K or a column window outside the
 // matrix, a VEC of an unknown sub-op, a VEC or SMAX of no elements, a QCFG shift past GA2_MAX_SHIFT.
@@ -36,7 +37,8 @@
 // Counters: c0 total cycles, c1 DMA busy, c2 MM busy, c3 VEC+SMAX busy (+2 in a cycle both run),
 // c4 cycles stalled on the DMA, h_unit and h_sync cycles held for an engine (above).
 // The external port is the DMA engine's AXI4 master (see rtl/dma.v), 32 * GA2_EXT_WORDS data bits,
-// byte addresses. A LOAD/STORE's external word address is {w3[31:16], b} and its SRAM stride w3[15:0].
+// byte addresses. A LOAD/STORE's external word address is {w3[31:16], b} and its SRAM stride w3[15:0];
+// a gather's first row is w3[31:16], its block table b, its page offset w3[15:0] (rtl/dma.v).
 module ga2 (
     input  wire        clk,
     input  wire        rst,
@@ -173,7 +175,9 @@ module ga2 (
     wire        n_window_ok = ({8'd0, n_last_tile} * GA2_LANES[16:0]) < {1'b0, n_m};
     wire        n_mm_ok = (n_cnt != 16'd0) && (n_fd != 16'd0) && (n_fd <= GA2_MM_MAX_K[15:0]) && (n_m != 16'd0)
                           && n_window_ok;
-    wire        n_fields_ok = n_dma               ? (n_cnt != 16'd0) && (n_fc != 16'd0)
+    // a transfer's flags and sub: none, but a LOAD's GATHER flag, whose sub is its page shift
+    wire        n_dma_form = (n_op == OP_LOAD && f0[27:24] == LD_GATHER[3:0]) || (f0[27:24] == 4'd0 && n_sub == 4'd0);
+    wire        n_fields_ok = n_dma               ? (n_cnt != 16'd0) && (n_fc != 16'd0) && n_dma_form
                             : (n_op == OP_MM)     ? n_mm_ok
                             : (n_op == OP_VEC)    ? (n_cnt != 16'd0) && (n_sub <= VEC_LAST)
                             : (n_op == OP_SMAX)   ? (n_cnt != 16'd0) && (n_sub <= SM_LAST)
@@ -257,6 +261,7 @@ module ga2 (
     dma #(.QUEUE(GA2_DMA_QUEUE), .PENDING(GA2_DMA_PENDING), .AW(SAW), .EW(EW), .IAW(IAW), .QW(QW)) u_dma (
         .clk(clk), .rst(rst), .start(start_dma), .is_store(op == OP_STORE), .rows(cnt), .cols(fc),
         .ext_base({w3[31:16], fb}), .ext_stride(fd), .sram_base(fa[SAW-1:0]), .sram_stride(w3[SAW-1:0]),
+        .gather(op == OP_LOAD && flags == LD_GATHER[3:0]), .page_shift(sub), .page_off(w3[15:0]),
         .pc(pc), .ext_limit(ext_limit), .inflight(inflight), .busy(dma_busy),
         .err(dma_err), .err_code(dma_err_code), .err_pc(dma_err_pc), .quiet(dma_quiet),
         .m_axi_arid(m_axi_arid), .m_axi_araddr(m_axi_araddr), .m_axi_arlen(m_axi_arlen), .m_axi_arsize(m_axi_arsize),

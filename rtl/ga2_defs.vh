@@ -33,6 +33,9 @@ localparam [3:0] OP_MM    = 4'd5;
 localparam [3:0] OP_VEC   = 4'd6;
 localparam [3:0] OP_SMAX  = 4'd7;
 
+localparam integer LD_GATHER = 1;  // LOAD flag: a gather through a block table (rtl/dma.v)
+localparam integer GA2_GATHER_DESC_CYCLES = 3;  // a gather's cycles per page: the descriptor's read and its latency
+
 localparam integer MM_OUT8  = 1;
 localparam integer MM_RELU  = 2;
 localparam integer MM_BIAS  = 4;

@@ -175,7 +175,10 @@ module ga2_tb;
             if (u_sys.u_ga2.legal_go) $display("EVENT %0d %0d go %0d", p, c0, u_sys.u_ga2.pc);
             if (u_sys.u_ga2.mv_busy && u_sys.u_ga2.mv_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.mv_done_pc);
             if (u_sys.u_ga2.sm_busy && u_sys.u_ga2.sm_done) $display("EVENT %0d %0d done %0d", p, c0, u_sys.u_ga2.sm_pc);
-            if (u_sys.u_ga2.u_dma.state == u_sys.u_ga2.u_dma.R_SETUP) $display("EVENT %0d %0d setup", p, c0);
+            // a transfer's setup cycle: R_SETUP, or a gather's first descriptor read
+            if (u_sys.u_ga2.u_dma.state == u_sys.u_ga2.u_dma.R_SETUP
+                || (u_sys.u_ga2.u_dma.state == u_sys.u_ga2.u_dma.R_DESC && u_sys.u_ga2.u_dma.g_first))
+                $display("EVENT %0d %0d setup", p, c0);
             if (u_sys.u_ga2.u_dma.ends) $display("EVENT %0d %0d end", p, c0);
         end
     end

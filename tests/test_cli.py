@@ -71,7 +71,7 @@ def test_every_program_in_tools_is_covered_here():
                                       "fpga", "gather_bench", "gen_exp_lut", "kv_cache_benchmark", "mut_ch15",
                                       "passkey_eval", "serve_run", "soak", "synth", "visibility", "waves",
                                       "ch15_sinks", "own_model", "page_groups_bench", "mixed_chip",
-                                      "tiled_attention"])
+                                      "tiled_attention", "paged_attention"])
     assert sorted(MISTAKES) == sorted(COMMANDS), "every command has its table of mistakes"
     shims = {command for command in SCRIPTS.values() if command}
     assert shims <= set(COMMANDS), f"a script runs a command that does not exist: {shims - set(COMMANDS)}"
@@ -340,6 +340,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--contexts", "4096", "4096", says="--contexts"),
         bad("--page", "0", says="--page"),
         bad("--page", "sixteen", says="--page"),
+    ],
+    "paged-attention": [
+        bad("--contexts", "8", says="--contexts"),
+        bad("--contexts", "32769", says="--contexts"),
+        bad("--contexts", "1024", "1024", says="--contexts"),
+        bad("--seed", "-1", says="--seed"),
     ],
     "tiled-attention": [
         bad("--contexts", "0", says="--contexts"),

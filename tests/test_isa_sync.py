@@ -45,7 +45,8 @@ def _python_constants() -> dict[str, int]:
         "GA2_MAX_SHIFT": isa.MAX_SHIFT, "GA2_SM_SCALE_SHIFT": isa.SM_SCALE_SHIFT,
         "GA2_SM_RECIP_BITS": isa.SM_RECIP_BITS, "GA2_SM_OUT_SHIFT": isa.SM_OUT_SHIFT, "GA2_SM_OUT_MAX": isa.SM_OUT_MAX,
         "MM_OUT8": isa.MM_OUT8, "MM_RELU": isa.MM_RELU, "MM_BIAS": isa.MM_BIAS,
-        "MM_BROWS": isa.MM_BROWS, "SM_SINK": isa.SM_SINK,
+        "MM_BROWS": isa.MM_BROWS, "SM_SINK": isa.SM_SINK, "LD_GATHER": isa.LD_GATHER,
+        "GA2_GATHER_DESC_CYCLES": isa.GATHER_DESC_CYCLES,
         "SM_SOFTMAX": isa.SM_SOFTMAX, "SM_STEP": isa.SM_STEP, "SM_ACC": isa.SM_ACC, "SM_NORM": isa.SM_NORM,
         "SM_LAST": isa.SM_LAST, "GA2_SM_ALPHA_BITS": isa.SM_ALPHA_BITS, "GA2_SM_NORM_SHIFT": isa.SM_NORM_SHIFT,
     }

@@ -560,6 +560,10 @@ def _raw_record(code: list[int]) -> image.Record:
     # fields that ran a unit without end or over a whole memory before the decoder refused them
     ("a LOAD of no rows", isa.Instr(isa.OP_LOAD, cnt=0, c=1).encode()),
     ("a STORE of no columns (it wrote all 65,536 external words)", isa.Instr(isa.OP_STORE, cnt=1, c=0).encode()),
+    ("a gather of no rows", isa.Instr(isa.OP_LOAD, flags=isa.LD_GATHER, cnt=0, c=1).encode()),
+    ("a STORE with the GATHER flag", isa.Instr(isa.OP_STORE, flags=isa.LD_GATHER, cnt=1, c=1).encode()),
+    ("a LOAD with flag 2", isa.Instr(isa.OP_LOAD, flags=2, cnt=1, c=1).encode()),
+    ("a LOAD with a page shift but no GATHER flag", isa.Instr(isa.OP_LOAD, sub=2, cnt=1, c=1).encode()),
     ("an MM of no rows (it never halted)", isa.Instr(isa.OP_MM, cnt=0, d=16, e=16).encode()),
     ("an MM of no reduction (it never halted)", isa.Instr(isa.OP_MM, cnt=1, d=0, e=16).encode()),
     ("an MM reduction past MM_MAX_K", isa.Instr(isa.OP_MM, cnt=1, d=isa.MM_MAX_K + 1, e=16).encode()),

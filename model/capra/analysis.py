@@ -46,7 +46,13 @@ def roofline(code: list[int]) -> Roofline:
         ins = Instr.decode(code[i : i + 4])
         if ins.op == isa.OP_HALT:
             break
-        if ins.op in (isa.OP_LOAD, isa.OP_STORE):
+        if ins.op == isa.OP_LOAD and ins.flags == isa.LD_GATHER:
+            # its rows' addresses come from its descriptors: counted as aligned rows (on a one-word
+            # bus exact); the descriptors' reads are not data moved
+            words += ins.cnt * ins.c
+            beats += ins.cnt * -(-ins.c // isa.EXT_WORDS)
+            transfers += 1
+        elif ins.op in (isa.OP_LOAD, isa.OP_STORE):
             words += ins.cnt * ins.c
             f = isa.dma_fields(ins)
             beats += isa.dma_beats(f.rows, f.cols, f.ext, f.ext_stride)

@@ -30,6 +30,15 @@ def store(sram: int, ext: int, rows: int = 1, cols: int = 1, ext_stride: int | N
                          cols if sram_stride is None else sram_stride).encode()
 
 
+def gather(sram: int, table: int, rows: int, cols: int, first: int = 0, page_shift: int = 4,
+           ext_stride: int | None = None, offset: int = 0) -> list[int]:
+    """Copy rows first .. first + rows - 1 of a paged tensor into the scratchpad from `sram`, rows
+    packed (background DMA): row L lies in page L >> page_shift, whose base address is the
+    scratchpad word table + (L >> page_shift), at base + offset + (L mod 2^page_shift) * ext_stride
+    (default cols)."""
+    return isa.gather_instr(sram, table, rows, cols, first, page_shift, ext_stride, offset).encode()
+
+
 def wait(keep: int = 0) -> list[int]:
     """Stall until at most `keep` DMA transfers are unfinished (0: all done)."""
     return Instr(isa.OP_WAIT, cnt=keep).encode()

@@ -244,16 +244,19 @@ class _Emitter:
                 self.draining = None
         return words
 
-    def transfer(self, words: list[int], note: str) -> int:
-        """A LOAD or STORE; returns its index among the transfers."""
+    def transfer(self, words: list[int], note: str, sram: np.ndarray | None = None) -> int:
+        """A LOAD or STORE; returns its index among the transfers. A gather's timing depends on its
+        descriptors: `sram` gives the scratchpad's words as they will be when it runs (its block table)."""
         ins = isa.Instr.decode(words)
-        eff = isa.effects(ins)
+        eff = isa.effects(ins, sram=sram)
         is_load = ins.op == isa.OP_LOAD
         self.t = self.dma.room_at(self.t)
         self.code += self._engines(words, eff, None)
         self.notes.append(note)
+        gather = eff.page_starts is not None
         self.transfers.append(self.dma.issue(self.t, is_load, eff.writes if is_load else eff.reads, eff.cols,
-                                             len(self.notes) - 1, eff.ext_reads if is_load else eff.ext_writes))
+                                             len(self.notes) - 1, eff.ext_reads if is_load else eff.ext_writes,
+                                             eff.page_starts, eff.reads if gather else None))
         self.t += 1
         # the chip issues a transfer only when fewer than DMA_QUEUE are in flight, so every transfer
         # DMA_QUEUE or more places before this one has ended, whatever the memory's timing

@@ -95,16 +95,24 @@ class Transfer:
     end: int
     sram_words: np.ndarray
     beats: int  # its beats: AXI requests
+    # a gather's descriptors: the scratchpad words it reads (through the DMA's read port) besides
+    # the words it writes
+    read_words: np.ndarray | None = None
     words: frozenset[int] = field(init=False)
     banks: frozenset[int] = field(init=False)  # the scratchpad banks it touches
+    table_words: frozenset[int] = field(init=False)
+    table_banks: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.words = frozenset(self.sram_words.tolist())
         self.banks = frozenset(np.unique(isa.bank_of(self.sram_words)).tolist())
+        table = self.read_words if self.read_words is not None else np.zeros(0, dtype=np.int64)
+        self.table_words = frozenset(table.tolist())
+        self.table_banks = frozenset(np.unique(isa.bank_of(table)).tolist()) if len(table) else frozenset()
 
     @property
     def kind(self) -> str:
-        return "LOAD" if self.is_load else "STORE"
+        return ("GATHER" if self.read_words is not None else "LOAD") if self.is_load else "STORE"
 
 
 class DmaTimeline:
@@ -172,10 +180,14 @@ class DmaTimeline:
         return flying[len(flying) - keep - 1].end
 
     def issue(self, t: int, is_load: bool, sram_words: np.ndarray, cols: int, pc: int = -1,
-              ext_words: np.ndarray | None = None) -> Transfer:
+              ext_words: np.ndarray | None = None, page_starts: np.ndarray | None = None,
+              table_words: np.ndarray | None = None) -> Transfer:
         """A transfer issued in cycle t (the queue must have room) moving `sram_words` to or from the
         external words `ext_words` (needed with a two-word bus: they decide the beats), in rows of
-        `cols` words; returns it with its timing."""
+        `cols` words; returns it with its timing. A gather gives `page_starts`, the indices of the
+        words that begin a page (the engine reads a descriptor, GATHER_DESC_CYCLES, before each:
+        with an always-ready memory it is timed as a LOAD of that many more beats), and
+        `table_words`, the descriptors it reads."""
         if cols < 1 or len(sram_words) % cols:
             raise ValueError(f"a transfer of {len(sram_words)} words in rows of {cols}")
         if self.ext_words == 1:
@@ -184,11 +196,13 @@ class DmaTimeline:
             if ext_words is None or len(ext_words) != len(sram_words):
                 raise ValueError("a two-word bus needs the external address of every word of a transfer")
             beats = isa.dma_beat_index(ext_words, cols, self.ext_words)
-        n = int(beats[-1]) + 1
+        n = beats_n = int(beats[-1]) + 1
+        firsts = frozenset() if page_starts is None else frozenset(beats[np.asarray(page_starts)].tolist())
         setup = max(t + 1, self.engine_free, (self.last_store_end if is_load else self.last_load_end) + 1)
         if self.stall is not None:
-            end, self.engine_free = (self._load_beats if is_load else self._store_beats)(setup, n)
+            end, self.engine_free = self._load_beats(setup, n, firsts) if is_load else self._store_beats(setup, n)
         elif is_load:
+            n += isa.GATHER_DESC_CYCLES * len(firsts)  # a gather: timed as a LOAD of that many more beats
             end = setup + n + self.latency + 2
             self.engine_free = setup + n + 1
         else:
@@ -198,7 +212,7 @@ class DmaTimeline:
             self.last_load_end = end
         else:
             self.last_store_end = end
-        x = Transfer(pc, is_load, t, setup, end, sram_words, n)
+        x = Transfer(pc, is_load, t, setup, end, sram_words, beats_n, table_words)
         self.transfers.append(x)
         self.busy_cycles += max(0, end - max(setup, self.busy_until))
         self.busy_until = max(self.busy_until, end)
@@ -206,15 +220,21 @@ class DmaTimeline:
 
 
     # ---- beat by beat, under a stall schedule: rtl/dma.v's engine, cycle for cycle ----------------
-    def _load_beats(self, setup: int, n: int) -> tuple[int, int]:
+    def _load_beats(self, setup: int, n: int, firsts: frozenset[int] = frozenset()) -> tuple[int, int]:
         """A LOAD's n beats: each is made (into the AR register) in a cycle the register is free
         and fewer than DMA_PENDING reads are unanswered (or one is answered in it), offered from the
         next cycle until the memory takes it, and answered 1 + latency cycles after that or later
-        (stalls), in order. Returns (end, when the engine is free)."""
+        (stalls), in order. A gather's beat that begins a page (in `firsts`) comes no sooner than
+        GATHER_DESC_CYCLES + 1 cycles after the beat before it is made (for the first beat: than
+        GATHER_DESC_CYCLES after the setup): its descriptor is read from the scratchpad in between.
+        Returns (end, when the engine is free)."""
         stall, pending = self.stall, isa.DMA_PENDING
         made = setup  # the first beat is made in the setup cycle
         taken = setup
-        for _ in range(n):
+        c = setup - 1  # the cycle the last beat was made
+        for b in range(n):
+            if b in firsts:
+                made = max(made, c + 1 + isa.GATHER_DESC_CYCLES)
             c = max(made, self.ar_free)
             answers = self.r_answers = [a for a in self.r_answers if a >= c]
             while len(answers) >= pending and answers[0] != c:
@@ -266,7 +286,15 @@ def conflict(x: Transfer, reads: frozenset[int], writes: frozenset[int]) -> str 
     if x.is_load:
         touched = (reads | writes) & x.words
         if touched:
-            return f"touches SRAM word {min(touched)} that the LOAD of instruction {x.pc} writes"
+            return f"touches SRAM word {min(touched)} that the {x.kind} of instruction {x.pc} writes"
+        if x.table_words:  # a gather also reads its descriptors, on the DMA's read port
+            touched = writes & x.table_words
+            if touched:
+                return f"writes SRAM word {min(touched)}, a descriptor the GATHER of instruction {x.pc} reads"
+            shared = x.table_banks & isa.banks_of(reads) if reads else set()
+            if shared:
+                return (f"needs the read port of scratchpad bank {min(shared)} that the GATHER of instruction "
+                        f"{x.pc} uses")
         port_words, port = writes, "write"
     else:
         touched = writes & x.words

@@ -255,6 +255,11 @@ MM_RELU = 2  # clamp negative results to zero (before requantization)
 MM_BIAS = 4  # add an int32 bias per output column, read from the QCFG bias address
 MM_BROWS = 8  # B is given as K rows of M (x @ W); else as M rows of K (a @ b.T, dot products)
 
+# LOAD flags
+LD_GATHER = 1  # a gather: the rows come from pages named by a block table in the scratchpad (docs/isa.md)
+GATHER_DESC_CYCLES = 3  # per page a gather touches: its descriptor's read, two cycles of read latency
+GATHER_MAX_SHIFT = 15  # sub: log2 of the rows of a page
+
 # SMAX flags
 SM_SINK = 1  # include one extra logit (the sink, an int8 immediate) in the max and the sum
 # SMAX e field: [7:0] the sink logit (int8, in the input's scale), [23:8] smul (the input scale)
@@ -401,6 +406,54 @@ def dma_instr(op: int, sram: int, ext: int, rows: int, cols: int, ext_stride: in
         raise ValueError(f"sram_stride={sram_stride} does not fit in 16 bits")
     return Instr(op, cnt=rows, a=sram, b=ext & FIELD_MASK16, c=cols, d=ext_stride,
                  e=(ext >> 16) << 16 | sram_stride)
+
+
+class GatherFields(NamedTuple):
+    """A gather's operands (a LOAD with flag LD_GATHER), put together from the encoding's fields."""
+
+    rows: int  # cnt
+    sram: int  # a: the first destination word; row r at sram + r * cols (packed)
+    table: int  # b: the scratchpad word of descriptor 0 (the block table: one page base address a word)
+    cols: int  # c: words per row
+    ext_stride: int  # d: external words between two rows of one page
+    offset: int  # e 15..0: words added to every descriptor (which part of a page: K, V, a head)
+    first: int  # e 31..16: the first logical row r0
+    page_shift: int  # sub: a page holds 2^page_shift rows
+
+
+def gather_fields(ins: Instr) -> GatherFields:
+    """The operands of the gather `ins`."""
+    return GatherFields(ins.cnt, ins.a, ins.b, ins.c, ins.d, ins.e & FIELD_MASK16, ins.e >> 16, ins.sub)
+
+
+def gather_instr(sram: int, table: int, rows: int, cols: int, first: int = 0, page_shift: int = 4,
+                 ext_stride: int | None = None, offset: int = 0) -> Instr:
+    """The gather of rows `first .. first + rows - 1` (rows of `cols` words; a page holds 2^page_shift
+    rows, `ext_stride` words apart, default cols) through the block table at scratchpad word `table`,
+    into the scratchpad from `sram`, rows packed; ValueError naming an operand that does not fit."""
+    stride = cols if ext_stride is None else ext_stride
+    for name, value in (("rows", rows), ("sram", sram), ("table", table), ("cols", cols), ("first", first),
+                        ("ext_stride", stride), ("offset", offset)):
+        if not 0 <= value <= FIELD_MASK16:
+            raise ValueError(f"{name}={value} does not fit in 16 bits")
+    if not 0 <= page_shift <= GATHER_MAX_SHIFT:
+        raise ValueError(f"page_shift={page_shift} is outside 0..{GATHER_MAX_SHIFT}")
+    return Instr(OP_LOAD, flags=LD_GATHER, sub=page_shift, cnt=rows, a=sram, b=table, c=cols, d=stride,
+                 e=first << 16 | offset)
+
+
+def gather_pages(f: GatherFields) -> np.ndarray:
+    """The page index (into the block table) of each of the gather's rows, in order."""
+    return (f.first + np.arange(f.rows, dtype=np.int64)) >> f.page_shift
+
+
+def gather_rows(f: GatherFields, table: np.ndarray) -> np.ndarray:
+    """The external address of each row's first word: descriptor + offset + (row in page) * stride,
+    given the block table's words `table` (descriptor p in table[p]). The one definition of where a
+    gather reads; rtl/dma.v walks the same addresses."""
+    logical = f.first + np.arange(f.rows, dtype=np.int64)
+    desc = np.asarray(table, dtype=np.int64)[logical >> f.page_shift] & 0xFFFFFFFF
+    return desc + f.offset + (logical & ((1 << f.page_shift) - 1)) * f.ext_stride
 
 
 def dma_beat_index(ext_words: np.ndarray, cols: int, bus_words: int | None = None) -> np.ndarray:
@@ -665,6 +718,9 @@ class Effects:
     cycles: int  # compute units: execute cycles after the decode cycle; dma: beats; seq: 0
     cols: int = 0  # dma: words per row of the transfer
     mm: MmTiming | None = None  # an MM's timing (what a CHAIN MM after it waits for)
+    # a gather: the indices (into its words, in order) of the words that begin a page; it reads a
+    # descriptor before each (its reads are those descriptors)
+    page_starts: np.ndarray | None = None
 
     @functools.cached_property
     def read_set(self) -> frozenset[int]:
@@ -731,12 +787,16 @@ def _words(addr: int, n: int) -> np.ndarray:
     return np.arange(addr, addr + n, dtype=np.int64)
 
 
-def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | None = None) -> Effects:
+def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | None = None,
+            sram: np.ndarray | None = None) -> Effects:
     """The effects of `ins`, after checking that its fields are legal GA2 code.
 
     qbias is the bias address of the last QCFG (an MM with BIAS reads its words); extw the external
     memory's size in words (default: the configuration's); pc only names the instruction in the
     ProgramError raised for illegal fields, operands outside a memory or overlapping operands.
+    sram, the scratchpad's words when the instruction runs, is what a gather's external reads
+    depend on (its descriptors); without it a gather's ``ext_reads`` are left empty and its cycles
+    are those of a one-word bus.
     """
     where = f"instruction {pc}: " if pc is not None else ""
     cfg = _config.active()
@@ -772,6 +832,12 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
         if ins.c > MAX_SHIFT:
             fail(f"QCFG shift {ins.c} > {MAX_SHIFT}")
         return Effects("seq", _NONE, _NONE, _NONE, _NONE, 0)
+    if op in (OP_LOAD, OP_STORE) and (ins.flags > (LD_GATHER if op == OP_LOAD else 0)
+                                      or (ins.sub and ins.flags != LD_GATHER)):
+        fail(f"{OP_NAMES[op].upper()} with flags {ins.flags} and sub {ins.sub} (only a LOAD takes a flag, "
+             f"{LD_GATHER}: GATHER, and only a gather a sub: its page shift)")
+    if op == OP_LOAD and ins.flags == LD_GATHER:
+        return _gather_effects(ins, extw, sram_words, cfg.ext_words, fail, sram)
     if op in (OP_LOAD, OP_STORE):
         return _dma_effects(ins, op == OP_LOAD, extw, sram_words, cfg.ext_words, fail)
     if op == OP_MM:
@@ -849,6 +915,42 @@ def _dma_effects(ins: Instr, load: bool, extw: int, sram_words: int, ext_words: 
     if load:
         return Effects("dma", _NONE, s_idx, e_idx, _NONE, beats, cols)
     return Effects("dma", s_idx, _NONE, _NONE, e_idx, beats, cols)
+
+
+def _gather_effects(ins: Instr, extw: int, sram_words: int, ext_words: int, fail,
+                    sram: np.ndarray | None) -> Effects:
+    """A gather: it writes its rows packed from `sram` (like a LOAD) and reads the descriptors of the
+    pages its rows lie in from the scratchpad (like a STORE reads its words); its external words
+    follow from those descriptors' values, so they are known only with the scratchpad's words."""
+    f = gather_fields(ins)
+    if f.rows < 1 or f.cols < 1:
+        fail(f"gather of {f.rows} x {f.cols} words")
+    pages = gather_pages(f)
+    p_first, p_last = int(pages[0]), int(pages[-1])
+    if f.sram + f.rows * f.cols > sram_words:
+        fail(f"gather reaches SRAM word {f.sram + f.rows * f.cols - 1} (size {sram_words})")
+    if f.table + p_last >= sram_words:
+        fail(f"gather's block table reaches SRAM word {f.table + p_last} (size {sram_words})")
+    writes = _words(f.sram, f.rows * f.cols)
+    table_words = _words(f.table + p_first, p_last - p_first + 1)
+    if np.intersect1d(writes, table_words).size:
+        fail("gather writes over its own block table")
+    # a row starts a page when it is the first row or its logical row is a multiple of the page
+    starts = np.flatnonzero(np.diff(pages, prepend=-1)) * f.cols  # word indices where a page begins
+    n_pages = len(starts)
+    if sram is None:
+        return Effects("dma", table_words, writes, _NONE, _NONE,
+                       f.rows * f.cols + GATHER_DESC_CYCLES * n_pages, f.cols, page_starts=starts)
+    table = np.zeros(p_last + 1, dtype=np.int64)
+    table[p_first:] = np.asarray(sram[f.table + p_first : f.table + p_last + 1], dtype=np.int64) & 0xFFFFFFFF
+    row_ext = gather_rows(f, table)
+    e_last = int(row_ext.max()) + f.cols - 1
+    if e_last >= extw:
+        fail(f"gather reaches external word {e_last} (EXTW={extw}) through its block table")
+    e_idx = (row_ext[:, None] + np.arange(f.cols, dtype=np.int64)[None, :]).reshape(-1)
+    beats = int(dma_beat_index(e_idx, f.cols, ext_words)[-1]) + 1
+    return Effects("dma", table_words, writes, e_idx, _NONE, beats + GATHER_DESC_CYCLES * n_pages, f.cols,
+                   page_starts=starts)
 
 
 def _mm_effects(ins: Instr, qbias: int, inside, fail) -> Effects:

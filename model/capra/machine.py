@@ -204,8 +204,19 @@ class Machine:
             self.t = cycle
 
     def _dma_transfer(self, pc: int, ins: Instr, eff: Effects, load: bool) -> None:
+        gather = eff.page_starts is not None
         if not load:
             self._check_written(pc, "STORE", eff.reads)
+        if gather:  # its descriptors: written by the program, and not by a LOAD that may still be writing them
+            self._check_written(pc, "GATHER (its block table)", eff.reads)
+            for i in range(self.known_done, len(self.issued)):
+                x = self.issued[i]
+                clash = eff.read_set & x.words if x.is_load else frozenset()
+                if clash:
+                    raise HazardError(
+                        f"instruction {pc} GATHER reads descriptor word {min(clash)} that the {x.kind} of instruction "
+                        f"{x.pc} writes, and that transfer may still be in flight: a WAIT keep="
+                        f"{len(self.issued) - i - 1} before it")
         self._check_engines(pc, ins, eff, None)
         self._stall_until(self.dma.room_at(self.t))  # a full queue only empties while nothing issues
         self._await_others(ins, None)
@@ -213,7 +224,8 @@ class Machine:
         if load:
             self.sram[eff.writes] = self.ext[eff.ext_reads]
             self.written[eff.writes] = True
-            x = self.dma.issue(self.t, True, eff.writes, eff.cols, pc, eff.ext_reads)
+            x = self.dma.issue(self.t, True, eff.writes, eff.cols, pc, eff.ext_reads, eff.page_starts,
+                               eff.reads if gather else None)
         else:
             self.ext[eff.ext_writes] = self.sram[eff.reads]
             x = self.dma.issue(self.t, False, eff.reads, eff.cols, pc, eff.ext_writes)
@@ -397,7 +409,7 @@ class Machine:
         """Execute one instruction; return False when it was HALT."""
         if self.trace is not None:
             self.trace.append((self.t, pc, disassemble(ins)))
-        eff = isa.effects(ins, qbias=self.qbias, extw=len(self.ext), pc=pc)
+        eff = isa.effects(ins, qbias=self.qbias, extw=len(self.ext), pc=pc, sram=self.sram)
         op = ins.op
         if op == isa.OP_HALT:
             self._stall_until(self.dma.drained_at(self.t))
@@ -455,6 +467,10 @@ def disassemble(ins: Instr) -> str:
 
 def _operands(ins: Instr) -> str:
     name = isa.OP_NAMES.get(ins.op, f"op{ins.op}")
+    if ins.op == isa.OP_LOAD and ins.flags == isa.LD_GATHER:
+        f = isa.gather_fields(ins)
+        return (f"load.gather sram={f.sram} table={f.table} rows={f.rows} cols={f.cols} first={f.first} "
+                f"page_shift={f.page_shift} ext_stride={f.ext_stride} offset={f.offset}")
     if ins.op in (isa.OP_LOAD, isa.OP_STORE):
         f = isa.dma_fields(ins)
         return (f"{name} sram={f.sram} ext={f.ext} rows={f.rows} cols={f.cols} "

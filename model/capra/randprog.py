@@ -24,6 +24,8 @@ SPAN = 1024  # external words a random program uses: data below DATA_WORDS, resu
 DATA_WORDS = 512  # words 0..511 hold random data; results are stored above
 OVERLAP_SHARE = 0.7  # of the instructions that may take OVERLAP, those tried with it first
 CHAIN_SHARE = 0.6  # of the MMs, those tried with CHAIN first (behind a draining MM, unless it reads its output)
+TABLE_PAGES = 16  # a random program's block table: descriptors in the last data words, loaded at the start
+PAGE_SPAN = 96  # the external words a page may reach from its descriptor (offset, rows, stride, cols below)
 
 
 def _pick_qcfg(rng: random.Random, src) -> list[int]:
@@ -43,13 +45,15 @@ def _pick_qcfg(rng: random.Random, src) -> list[int]:
 
 
 def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, store_at, kind: str | None = None,
-                       avoid: frozenset[int] = frozenset()) -> list[int]:
+                       avoid: frozenset[int] = frozenset(), table: int | None = None) -> list[int]:
     """A random instruction (of `kind`, when given). Operands are read mostly from spans of words
     the program wrote, so that the instruction is valid and a wrong result usually shows up in
     what the program stores; matmuls cover R = 1..9 (one to three batch tiles), K = 1 and K not a
     multiple of 4, M = 1. Operands start outside the bank groups in `avoid` (where the other
     engine works), so the instruction can often run beside it. store_at(n) is where a STORE
-    spanning n external words goes."""
+    spanning n external words goes. With `table`, the scratchpad word of a block table of
+    TABLE_PAGES descriptors (page bases in the data), gathers join the mix: pages of 1, 2 or 4 rows
+    of up to 16 words, from any logical row the table covers."""
     group = isa.SRAM_GROUP_WORDS
     top = isa.SRAM_WORDS * 3500 // 4096  # operands start at 0..3499 at the default 4096 words
     live = np.flatnonzero(written)
@@ -71,7 +75,16 @@ def random_instruction(rng: random.Random, written: np.ndarray, qbias: int, stor
         return sram()
 
     if kind is None:
-        kind = rng.choices(["load", "store", "wait", "qcfg", "mm", "vec", "smax"], weights=[5, 2, 1, 2, 5, 4, 2])[0]
+        kinds, weights = ["load", "store", "wait", "qcfg", "mm", "vec", "smax"], [5, 2, 1, 2, 5, 4, 2]
+        if table is not None:
+            kinds, weights = kinds + ["gather"], weights + [3]
+        kind = rng.choices(kinds, weights=weights)[0]
+    if kind == "gather" and table is not None:
+        shift, cols = rng.randint(0, 2), rng.randint(1, 16)
+        rows = rng.randint(1, 12)
+        first = rng.randrange(0, max(1, (TABLE_PAGES << shift) - rows + 1))
+        return asm.gather(sram(), table, rows, cols, first=first, page_shift=shift,
+                          ext_stride=cols + rng.randint(0, 3), offset=rng.randint(0, 8))
     if kind == "load":
         rows, cols = rng.randint(1, 4), rng.randint(4, 32)
         return asm.load(sram(), rng.randrange(0, DATA_WORDS - 100), rows, cols,
@@ -134,6 +147,12 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
     computes only zeros, say with a multiplier of 0, would show few errors)."""
     rng = random.Random(seed)
     ext = [rng.getrandbits(32) for _ in range(DATA_WORDS)]
+    # the block table: page bases in the data, in the data's last words (its own stream: the
+    # instructions stay those of the seed)
+    table_rng = random.Random(seed ^ 0x7AB1E)
+    table_ext = DATA_WORDS - TABLE_PAGES
+    ext[table_ext:DATA_WORDS] = [table_rng.randrange(0, DATA_WORDS - PAGE_SPAN) for _ in range(TABLE_PAGES)]
+    table = isa.SRAM_WORDS * 3500 // 4096  # just above where random operands start
     mach = Machine.with_ext(ext, SPAN, ext_latency=ext_latency)
     code: list[int] = []
 
@@ -157,6 +176,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
 
     # data to compute on from the start: a block in one bank group, then (in flight) one in another
     accept(asm.load(rng.randrange(0, 900), 0, 1, rng.randint(64, 200)))
+    accept(asm.load(table, table_ext, 1, TABLE_PAGES))
     accept(asm.wait())
     second = rng.randrange(isa.SRAM_GROUP_WORDS, isa.SRAM_WORDS * 3400 // 4096)  # 1024..3399 at 4096 words
     accept(asm.load(second, rng.randrange(0, DATA_WORDS - 100), 1, rng.randint(16, 100)))
@@ -182,7 +202,7 @@ def random_program(seed: int, length: int = 14, ext_latency: int | None = None) 
 
     while (grown < length or not nonzero) and attempts < 50 * length:
         attempts += 1
-        words = random_instruction(rng, mach.written, mach.qbias, store_at, *_beside(mach, overlap_rng))
+        words = random_instruction(rng, mach.written, mach.qbias, store_at, *_beside(mach, overlap_rng), table=table)
         if accept(words):
             grown += 1
             if words[0] >> 28 in (isa.OP_MM, isa.OP_VEC, isa.OP_SMAX):

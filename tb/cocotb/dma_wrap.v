@@ -81,6 +81,7 @@ module dma_wrap (
     dma #(.QUEUE(4), .PENDING(32), .AW(12), .EW(1), .IAW(10), .QW(3)) u_dma (
         .clk(clk), .rst(rst), .start(start), .is_store(is_store), .rows(rows), .cols(cols),
         .ext_base(ext_base), .ext_stride(ext_stride), .sram_base(sram_base), .sram_stride(sram_stride),
+        .gather(1'b0), .page_shift(4'd0), .page_off(16'd0),  // gathers: tests/test_gather.py, on the whole chip
         .pc(pc), .ext_limit(ext_limit), .inflight(inflight), .busy(busy), .quiet(quiet),
         .err(err), .err_code(err_code), .err_pc(err_pc),
         .m_axi_arid(m_axi_arid), .m_axi_araddr(m_axi_araddr), .m_axi_arlen(m_axi_arlen), .m_axi_arsize(m_axi_arsize),

@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mixed-chip": ("mixed_chip", "the mixed windowed/global model on GA2 in int8: per-layer error, decode, replay"),
     "tiled-attention": ("tiled_attention", "decode attention tiled over the context: error, cycles, word bound"),
     "page-groups": ("page_groups", "KV rows the paged host holds for the mixed model, per-layer page groups"),
+    "paged-attention": ("paged_attention", "the chip gathers KV pages where they lie: host words removed, cycles"),
     "gen": ("gen", "write or check what is generated from the model: rtl/exp_lut.v, docs/isa.md's VEC table"),
 }
 
