@@ -341,6 +341,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--page", "0", says="--page"),
         bad("--page", "sixteen", says="--page"),
     ],
+    "chip-context": [
+        bad("--contexts", "0", says="--contexts"),
+        bad("--contexts", "128", "128", says="--contexts"),
+        bad("--goal", "1.5", says="--goal"),
+        bad("--goal-context", "many", says="--goal-context"),
+    ],
     "tiled-attention": [
         bad("--contexts", "0", says="--contexts"),
         bad("--contexts", "128", "128", says="--contexts"),
@@ -356,7 +362,7 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "mixed-chip": [
         bad("--lengths", "8", says="--lengths"),
-        bad("--replay-context", "600", says="--replay-context"),
+        bad("--replay-context", "9000", says="--replay-context"),
         without("iverilog", "verilator"),
     ],
 }

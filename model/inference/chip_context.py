@@ -112,6 +112,41 @@ def const_words(chip: MixedChip, kind: str, layer: int, group: int = 0) -> int:
     return sum(P.tensors[n].words for n, node in g.nodes.items() if node.op == "const")
 
 
+def weight_words(chip: MixedChip) -> int:
+    """Words of every weight a decode step reads: each program's constants, once."""
+    m = chip.model
+    return sum(const_words(chip, "proj", layer, grp) for layer in range(m.n_layers) for grp in range(m.n_kv_heads)) \
+        + sum(const_words(chip, "out", layer) for layer in range(m.n_layers))
+
+
+def kv_rows(chip: MixedChip, layout: str, context: int) -> int:
+    """K/V rows `layout` keeps at `context` tokens, over every layer and KV head."""
+    m = chip.model
+    return sum((min(context, m.window) if w else context) * m.n_kv_heads for w in windowed_layers(chip, layout))
+
+
+def largest_context(chip: MixedChip, layout: str, words: int = config.EXT_MEMORY_MAX) -> int:
+    """The longest context whose weights and KV (K and V rows of every layer) fit `words` of
+    external memory, by bisection (0 when the weights alone do not fit)."""
+    per_row = 2 * isa.words_for(chip.model.head_dim)
+    weights = weight_words(chip)
+
+    def fits(t: int) -> bool:
+        return weights + per_row * kv_rows(chip, layout, t) <= words
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while fits(hi):
+        lo, hi = hi, hi * 2
+        if hi > words:  # no layout grows this slowly but the all-windowed, bounded by the window
+            return words
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def step_cost(costs: StepCycles, layout: str, context: int) -> StepCost:
     """Cycles, word bound and KV memory of the decode step at `context` tokens (the new one included)."""
     chip = costs.chip

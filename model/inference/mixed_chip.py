@@ -560,10 +560,11 @@ class MixedChip:
         return out, traces
 
 
-def largest_context(model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP,
-                    hi: int = 1024) -> int:
-    """The most K/V rows an attention program of `model` compiles with on `cfg` (bisection over
-    1 .. hi, every layer and group; MM_MAX_K = 1,024 bounds P @ V's reduction)."""
+def largest_one_shot(model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP,
+                     hi: int = 1024) -> int:
+    """The most K/V rows a one-shot attention program of `model` compiles with on `cfg` (bisection
+    over 1 .. hi, every layer and group; MM_MAX_K = 1,024 bounds P @ V's reduction): the context
+    the chip would be limited to without the tiled attention."""
     def fits(rows: int) -> bool:
         try:
             with config.use(cfg):
