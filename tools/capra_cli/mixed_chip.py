@@ -118,15 +118,20 @@ def main(args) -> int:
     print(f"\nper-layer error over {len(total.top1)} positions of {len(evals)} evaluation prompts "
           f"(lengths {'/'.join(map(str, args.lengths))}; ||x_chip - x_float|| / ||x_float|| of each layer's "
           "output residual):")
-    print("  layer  kind      mean      p95       max")
-    for layer, rel in enumerate(total.rel):
-        r = np.array(rel)
-        print(f"  {layer:5d}  {model.layer_kinds[layer]:8s}  {r.mean():.4f}    {np.percentile(r, 95):.4f}    "
-              f"{r.max():.4f}")
+    # the positions whose global layers attend over more than a tile: their attention is tiled
+    tiled = np.array([pos + 1 > chip.tile for ids, _key in evals for pos in range(len(ids))])
     agree = np.array(total.top1)
     dec = np.array(total.decisive)
-    print(f"  top-1 agreement of the logits: {agree.sum()}/{len(agree)} positions; where the float model's lead "
-          f"exceeds two int8 steps: {agree[dec].sum()}/{dec.sum()}")
+    for title, pick in (("all positions", np.ones_like(tiled)), (f"positions past {chip.tile} (tiled)", tiled)):
+        if not pick.any():
+            continue
+        print(f"  {title}: {pick.sum()}\n  layer  kind      mean      p95       max")
+        for layer, rel in enumerate(total.rel):
+            r = np.array(rel)[pick]
+            print(f"  {layer:5d}  {model.layer_kinds[layer]:8s}  {r.mean():.4f}    {np.percentile(r, 95):.4f}    "
+                  f"{r.max():.4f}")
+        print(f"  top-1 agreement of the logits: {agree[pick].sum()}/{pick.sum()} positions; where the float "
+              f"model's lead exceeds two int8 steps: {agree[pick & dec].sum()}/{(pick & dec).sum()}")
     checks += 1
     if not agree[dec].all():
         problems.append(f"top-1 differs at {(~agree[dec]).sum()} decisive positions")
