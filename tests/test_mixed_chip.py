@@ -109,6 +109,9 @@ def test_bad_requests(setup):
         chip.step(99)
     with pytest.raises(MixedChipError, match="margin"):
         calibrate(make_mixed_model(), [[1, 2]], margin=0.5)
+    odd = dict(chip.ranges, a1=chip.ranges["a1"] * 0.7)  # A's range not V's over a power of two
+    with pytest.raises(MixedChipError, match="range a1"):
+        MixedChip(chip.model, odd).tiled_params(1, 0)
 
 
 # ---- attention tiled over the context --------------------------------------------------------------

@@ -396,12 +396,19 @@ class MixedChip:
                             f"tiled{layer}g{group}")
         smul = int(np.floor(s_scale * (1 << isa.SM_SCALE_SHIFT) / SOFTMAX_IN_SCALE + 0.5))
         sinks = m.clamped_sink(layer, None)[group * rep:(group + 1) * rep].astype(np.float64)
-        sink_ints = tuple(int(np.clip(np.floor(s / s_scale + 0.5), -128, 127)) for s in sinks)
-        shift = int(round(math.log2(self.ranges[f"v{layer}"] / self.ranges[f"a{layer}"])))
-        return TiledParams(qa, qs, smul, sink_ints, shift)
+        sink_ints = tuple(int(np.floor(s / s_scale + 0.5)) for s in sinks)
+        if not all(-128 <= x <= 127 for x in sink_ints):
+            raise MixedChipError(f"layer {layer}: sinks {sinks.tolist()} are outside the int8 range of the scores' "
+                                 f"scale {s_scale:.3g}")
+        shift = math.log2(self.ranges[f"v{layer}"] / self.ranges[f"a{layer}"])
+        if shift != int(shift) or not 0 <= shift <= 15:
+            raise MixedChipError(f"range a{layer} must be range v{layer} over 2^k, k in 0..15 (as calibrate makes "
+                                 f"it): got 2^{shift:.3g}")
+        return TiledParams(qa, qs, smul, sink_ints, int(shift))
 
     def tiled_parts(self, rows: int) -> list[tuple[int, int]]:
-        """The parts of a tiled attention over `rows` keys: (first row, end row) each."""
+        """The parts of a tiled attention over `rows` keys: (first row, end row) each (every layer's
+        program has as many instructions: only immediates differ)."""
         return ta.plan(rows, self.tile, lambda n, first, last: len(self.tiled_code(0, 0, n, first, last)) // 4)
 
     def tiled_code(self, layer: int, group: int, rows: int, first: bool, last: bool) -> list[int]:
