@@ -16,8 +16,9 @@ rows of one group with different sinks share every K and V tile all the same.
 A context whose program would not fit the instruction memory is split into *parts* (``plan``), a
 program each over a run of whole tiles. A part that is not the last stores its rows' states and
 the int32 running output to external memory; the next part's image starts with them (the host
-hands the words on: every program of a replay starts from its own image, and nothing in the
-scratchpad is kept from one program to the next). Parts split at tile boundaries, so the tiles,
+hands the words on: the machine model runs each program on its own, an unwritten scratchpad word
+being an error to read, and every program of a replay starts from its own image). Parts split at
+tile boundaries, so the tiles,
 and with them every rounding, are those of one long program: ``reference`` is the same integer
 function however the context is split.
 """

@@ -25,7 +25,7 @@ import numpy as np
 from capra import config, isa, run
 from capra import tiled_attention as ta
 
-from .mixed_chip import MixedChip, out_graph, proj_graph
+from .mixed_chip import MixedChip, attn_graph, out_graph, proj_graph
 
 LAYOUTS = ("mixed", "all-global", "all-windowed")
 
@@ -80,8 +80,6 @@ class StepCycles:
         """(cycles, programs) of one KV group's attention over `rows` visible rows."""
         chip = self.chip
         if rows <= chip.tile:
-            from .mixed_chip import attn_graph
-
             g = attn_graph(chip.model, layer, group, rows)
             return self._machine(("attn", layer, group, rows), chip.program("attn", layer, group, rows),
                                  {n: g.shape(n) for n in g.inputs}), 1
