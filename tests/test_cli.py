@@ -363,6 +363,7 @@ MISTAKES: dict[str, list[Mistake]] = {
     "mixed-chip": [
         bad("--lengths", "8", says="--lengths"),
         bad("--replay-context", "9000", says="--replay-context"),
+        bad("--one-shot-rows", "495", says="--one-shot-rows"),
         without("iverilog", "verilator"),
     ],
 }

@@ -79,7 +79,7 @@ class StepCycles:
     def attention(self, layer: int, group: int, rows: int) -> tuple[int, int]:
         """(cycles, programs) of one KV group's attention over `rows` visible rows."""
         chip = self.chip
-        if rows <= chip.tile:
+        if rows <= chip.one_shot_rows:
             g = attn_graph(chip.model, layer, group, rows)
             return self._machine(("attn", layer, group, rows), chip.program("attn", layer, group, rows),
                                  {n: g.shape(n) for n in g.inputs}), 1

@@ -355,6 +355,7 @@ class MixedChip:
         self.cfg = cfg
         with config.use(cfg):
             self.tile = ta.choose_tile(model.head_dim)
+        self.one_shot_rows = self.tile  # attention over at most this many rows runs one-shot (the faster there)
         self._programs: dict[tuple, Program] = {}
         self._codes: dict[tuple, list[int]] = {}
         self.reset()
@@ -490,10 +491,10 @@ class MixedChip:
 
     def attention(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
                   trace: StepTrace) -> np.ndarray:
-        """A (int8, scale of a{layer}) of one KV group over its visible rows: one-shot up to a tile,
-        tiled beyond."""
+        """A (int8, scale of a{layer}) of one KV group over its visible rows: one-shot up to
+        ``one_shot_rows`` (a tile unless changed, e.g. to compare the two), tiled beyond."""
         rows = k8.shape[0]
-        if rows > self.tile:
+        if rows > self.one_shot_rows:
             return self._tiled(layer, group, q8, k8, v8, executor, trace)
         feeds = {"q": q8 * self._scale(f"q{layer}"), "K": k8 * self._scale(f"k{layer}"),
                  "V": v8 * self._scale(f"v{layer}")}

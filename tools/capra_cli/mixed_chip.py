@@ -46,6 +46,7 @@ from .common import BadArgument, Parser, Progress, finish, int_range
 CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
 ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
+ONE_SHOT_MAX = 494  # the most rows a one-shot attention program compiles for (largest_one_shot)
 MAX_LENGTH = 8192  # the longest prompt taken (a prompt runs token by token through the programs)
 
 
@@ -63,6 +64,9 @@ def arguments(ap: Parser) -> None:
                     help=f"greedy steps on the machine model after each prompt (default {ANSWER})")
     ap.add_argument("--replay-context", type=int_range(1, MAX_LENGTH), default=16, metavar="N",
                     help=f"the context of the decode step replayed on the simulators, 1..{MAX_LENGTH} (default 16)")
+    ap.add_argument("--one-shot-rows", type=int_range(1, ONE_SHOT_MAX), default=None, metavar="R",
+                    help=f"run attention over up to R rows one-shot, 1..{ONE_SHOT_MAX} (default: one tile, 192, where "
+                         "the one-shot program is the faster; more compares it with the tiled one)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the replay on the simulators")
     ap.add_argument("--no-bisect", action="store_true", help="skip the search for the largest context")
 
@@ -95,6 +99,8 @@ def main(args) -> int:
     chip_model, _factors = equalize(model, [ids for ids, _k in calib])
     ranges = calibrate(chip_model, [ids for ids, _k in calib])
     chip = MixedChip(chip_model, ranges)
+    if args.one_shot_rows is not None:
+        chip.one_shot_rows = args.one_shot_rows
     problems: list[str] = []
     checks = 0
     print(f"chip: {CHIP.n}x{CHIP.n} array, scratchpad {CHIP.sram_words} words, external memory {CHIP.ext_memory} "
@@ -120,9 +126,10 @@ def main(args) -> int:
           "output residual):")
     # the positions whose global layers attend over more than a tile: their attention is tiled
     tiled = np.array([pos + 1 > chip.tile for ids, _key in evals for pos in range(len(ids))])
+    how = "tiled" if chip.one_shot_rows == chip.tile else f"one-shot up to {chip.one_shot_rows} rows"
     agree = np.array(total.top1)
     dec = np.array(total.decisive)
-    for title, pick in (("all positions", np.ones_like(tiled)), (f"positions past {chip.tile} (tiled)", tiled)):
+    for title, pick in (("all positions", np.ones_like(tiled)), (f"positions past {chip.tile} ({how})", tiled)):
         if not pick.any():
             continue
         print(f"  {title}: {pick.sum()}\n  layer  kind      mean      p95       max")
@@ -167,7 +174,7 @@ def main(args) -> int:
         rows = largest_one_shot(chip_model, ranges)
         print(f"\nlargest context of a one-shot attention program: {rows} K/V rows (one KV group: K and V at 16 "
               f"words a row each, the scores and probabilities at a word per 4 keys, in {CHIP.sram_words} words); "
-              f"the chip runs one-shot up to {chip.tile} rows and tiled beyond")
+              f"the chip runs one-shot up to {chip.one_shot_rows} rows and tiled beyond")
     for layout in chip_context.LAYOUTS[:2]:
         t = chip_context.largest_context(chip, layout)
         print(f"largest context, {layout}: {t} tokens (the weights and every layer's K and V in the largest external "
