@@ -347,6 +347,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--contexts", "1024", "1024", says="--contexts"),
         bad("--seed", "-1", says="--seed"),
     ],
+    "chip-context": [
+        bad("--contexts", "0", says="--contexts"),
+        bad("--contexts", "128", "128", says="--contexts"),
+        bad("--goal", "1.5", says="--goal"),
+        bad("--goal-context", "many", says="--goal-context"),
+    ],
     "tiled-attention": [
         bad("--contexts", "0", says="--contexts"),
         bad("--contexts", "128", "128", says="--contexts"),
@@ -362,7 +368,8 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "mixed-chip": [
         bad("--lengths", "8", says="--lengths"),
-        bad("--replay-context", "600", says="--replay-context"),
+        bad("--replay-context", "9000", says="--replay-context"),
+        bad("--one-shot-rows", "495", says="--one-shot-rows"),
         without("iverilog", "verilator"),
     ],
 }

@@ -136,3 +136,38 @@ def test_tiled_attention_replays_in_both_simulators():
         rec = image.record(prog.code, prog.ext)
         _replay([rec], "tiled_attention_128", "verilator", "icarus")
     assert rec.counters[0] == tiled_attention.run(prog)[1].counters.cycles
+
+
+def test_rows_with_their_own_sinks_and_a_context_in_parts():
+    """Two query rows, one with a sink logit and one without, over 700 keys: the float attention
+    with each row's sink within 3%; the program split into three parts (tiles of 48, the states and
+    the int32 output handed on through external memory) gives the words of the one program, and
+    both are the integer reference's (tiled_attention.reference, numpy with the chip's arithmetic)."""
+    t, d, tile, smul, sinks = 700, 64, 48, 2048, [104, None]  # row 0: a sink of 13, its needle scores 13.8
+    rng = np.random.default_rng(11)
+    q, k, v = rng.standard_normal((2, d)), rng.standard_normal((t, d)), rng.standard_normal((t, d))
+    k[t // 3] = 2.0 * q[0] / np.linalg.norm(q[0]) * np.sqrt(d)  # each row's needle: its output is large
+    k[t // 2] = 2.5 * q[1] / np.linalg.norm(q[1]) * np.sqrt(d)
+    s = [np.abs(x).max() / 127 for x in (q, k, v)]
+    q8, k8, v8 = [np.clip(np.round(x / c), -127, 127).astype(np.int64) for x, c in zip((q, k, v), s)]
+    qa = int(round(s[0] * s[1] / np.sqrt(d) * 8 * 2**24))  # logits of scale 1/8
+    whole = tiled_attention.build(q8, k8, v8, qa, 24, smul=smul, tile=tile, sink=sinks)
+    out_whole, _ = tiled_attention.run(whole)
+    bounds = [(0, 240), (240, 480), (480, t)]
+    states, o32 = [tiled_attention.state_init(x) for x in sinks], None
+    for i, (lo, hi) in enumerate(bounds):
+        part = tiled_attention.build_part(q8, k8[lo:hi], v8[lo:hi], qa, 24, smul, tile, states, o32,
+                                          last=i == len(bounds) - 1)
+        out_parts, m = tiled_attention.run(part)
+        if not part.last:
+            states, o32 = tiled_attention.carry(part, m)
+    assert np.array_equal(out_parts, out_whole)
+    assert np.array_equal(out_whole, tiled_attention.reference(q8, k8, v8, qa, 24, smul, tile, sinks))
+    logits = (q8 * s[0]) @ (k8 * s[1]).T / np.sqrt(d)
+    for r, sink in enumerate(sinks):
+        extra = [] if sink is None else [sink / 8]  # the sink in the logits' scale of 1/8, a zero value
+        top = max([logits[r].max(), *extra])
+        e = np.exp(logits[r] - top)
+        want = e @ (v8 * s[2]) / (e.sum() + sum(np.exp(x - top) for x in extra))
+        rel = np.linalg.norm(out_whole[r] * s[2] - want) / np.linalg.norm(want)
+        assert rel < 0.03, (r, rel)

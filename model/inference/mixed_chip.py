@@ -9,7 +9,13 @@ group g (two query heads share one KV head):
                      k = x @ Wk_g, v = x @ Wv_g; Q and k rotated on the chip (below)
     attn{L}g{g}n{m}  S = Q @ K.T / 8 -- both query heads in one matmul against the group's one K
                      (m x 64), never a copy -- then the softmax of each row with its head's sink
-                     logit, and A = P @ V (2 x 64)
+                     logit, and A = P @ V (2 x 64); for m up to one tile of keys (``tile``, 192)
+    tiled{L}g{g}n{m} the same attention for a longer context, K and V streamed from external memory
+                     in tiles with the online softmax (``capra.tiled_attention``): each query row
+                     starts from its head's sink as the running state, both rows read each K and V
+                     tile; a context past the instruction memory runs as several programs (parts,
+                     ``p{i}`` appended), the rows' states and int32 output handed on through
+                     external memory
     out{L}           x + sum_h A_h @ Wo_h (the residual); the last layer adds the logits and argmax
 
 Rotary. The numpy model rotates q and k at their absolute positions and stores keys rotated; the
@@ -36,6 +42,11 @@ The scores' range is therefore the largest *positive* score or sink (at least 16
 magnitude: layer 0's constructed scores reach -1,068, and a symmetric range would leave a step of 8.4
 for a margin of 35 (and exceed the softmax's input limit). Scores below the range saturate.
 
+The attention output A has the scale of V times 2^-k (k = ``a_shift``): the tiled program's last
+step divides the int32 running output by the running sum and shifts by k, so calibration rounds A's
+range up to V's range over a power of two (at most twice the calibrated range), and the one-shot
+program writes A in the same scale.
+
 Programs exchange int8 tensors through the host unchanged: a tensor one program writes and the next
 reads has one range group, so one scale, in both.
 """
@@ -47,8 +58,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from capra import CompileError, Graph, compile_graph, config, run
+from capra import CompileError, Graph, compile_graph, config, ext_image, isa, run
+from capra import tiled_attention as ta
 from capra.compiler import Program
+from capra.quant import SOFTMAX_IN_SCALE, multiplier
 
 from .mixed_lm import LayerWeights, MixedLM, rotary_tables
 
@@ -269,39 +282,82 @@ def calibrate(model: MixedLM, prompts: Sequence[Sequence[int]], margin: float = 
         ranges[f"a{layer}"] = max(ranges[f"a{layer}"], ranges[f"v{layer}"] / 256)
         for name in [f"o{layer}"] + [f"osum{layer}_{h}" for h in range(1, model.n_heads)]:
             ranges[name] = max(ranges[name], ranges[f"x{layer}"] / 256)
-    return {name: (value if name.startswith("rot_") else value * margin) or 1.0 for name, value in ranges.items()}
+    out = {name: (value if name.startswith("rot_") else value * margin) or 1.0 for name, value in ranges.items()}
+    for layer in range(model.n_layers):  # A: V's scale over a power of two (the tiled program's output)
+        out[f"a{layer}"] = out[f"v{layer}"] / 2 ** a_shift(out[f"v{layer}"], out[f"a{layer}"])
+    return out
+
+
+def a_shift(v_range: float, a_range: float) -> int:
+    """k with v_range / 2^k >= a_range > v_range / 2^(k+1), in 0..15 (NORM's shift field)."""
+    k = int(math.floor(math.log2(v_range / a_range))) if a_range < v_range else 0
+    return max(0, min(15, k))
 
 
 # ---- the host loop --------------------------------------------------------------------------------
 
 
 @dataclass
+class ChipRun:
+    """One program as it ran: its name, its code and its external memory at start (``ext()``; made
+    on demand, for a replay), and the external memory it needs (``ext_words``)."""
+
+    name: str
+    code: list[int]
+    make_ext: Callable[[], list[int]]
+    ext_words: int
+
+    def ext(self) -> list[int]:
+        return self.make_ext()
+
+
+@dataclass
 class StepTrace:
     """One decode step on the chip: each layer's residual out (float), the logits, the token, the
-    programs run (with their feeds, for a replay) and the cycles of each (machine model only)."""
+    programs run (``ChipRun``, for a replay) and the cycles of each (machine model only)."""
 
     position: int
     token: int
     residuals: list[np.ndarray]
     logits: np.ndarray
     next_token: int
-    runs: list[tuple[Program, dict]] = field(default_factory=list)
+    runs: list[ChipRun] = field(default_factory=list)
     cycles: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TiledParams:
+    """The integers of a layer's tiled attention: the logits' requantization (qa, qs), the softmax's
+    smul, each query row's sink (an int8 in the logits' scale) and the output shift."""
+
+    qa: int
+    qs: int
+    smul: int
+    sinks: tuple[int, ...]
+    out_shift: int
 
 
 class MixedChip:
     """The mixed model on GA2: its programs (compiled once; an attention program per visible-row
     count, on first use), the host's int8 KV cache per layer and group, and a decode step.
 
+    Attention over at most ``tile`` rows runs the one-shot program ``attn{L}g{g}n{m}`` (it is the
+    faster up to a tile); over more, the tiled program of ``capra.tiled_attention``, split into
+    parts where one program would not fit the instruction memory.
+
     ``executor`` runs a program: ``"reference"`` (the program's integer semantics in numpy,
-    ``capra.run``), ``"machine"`` (the machine model, cycle-exact with the RTL) or ``"both"``
-    (both, and a mismatch of any output word is an error)."""
+    ``capra.run`` and ``tiled_attention.reference``), ``"machine"`` (the machine model, cycle-exact
+    with the RTL) or ``"both"`` (both, and a mismatch of any output word is an error)."""
 
     def __init__(self, model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP) -> None:
         self.model = model
         self.ranges = dict(ranges)
         self.cfg = cfg
+        with config.use(cfg):
+            self.tile = ta.choose_tile(model.head_dim)
+        self.one_shot_rows = self.tile  # attention over at most this many rows runs one-shot (the faster there)
         self._programs: dict[tuple, Program] = {}
+        self._codes: dict[tuple, list[int]] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -331,6 +387,51 @@ class MixedChip:
     def _scale(self, group: str) -> float:
         return self.ranges[group] / 127.0
 
+    def tiled_params(self, layer: int, group: int) -> TiledParams:
+        """The integers of the layer's tiled attention, from the calibrated ranges as the compiler
+        derives the one-shot program's (``capra.compiler``: the matmul's multiplier, smul, the sink)."""
+        m = self.model
+        rep = m.n_heads // m.n_kv_heads
+        s_scale = self._scale(f"s{layer}")
+        qa, qs = multiplier(self._scale(f"q{layer}") * self._scale(f"k{layer}") / math.sqrt(m.head_dim) / s_scale,
+                            f"tiled{layer}g{group}")
+        smul = int(np.floor(s_scale * (1 << isa.SM_SCALE_SHIFT) / SOFTMAX_IN_SCALE + 0.5))
+        sinks = m.clamped_sink(layer, None)[group * rep:(group + 1) * rep].astype(np.float64)
+        sink_ints = tuple(int(np.floor(s / s_scale + 0.5)) for s in sinks)
+        if not all(-128 <= x <= 127 for x in sink_ints):
+            raise MixedChipError(f"layer {layer}: sinks {sinks.tolist()} are outside the int8 range of the scores' "
+                                 f"scale {s_scale:.3g}")
+        shift = math.log2(self.ranges[f"v{layer}"] / self.ranges[f"a{layer}"])
+        if shift != int(shift) or not 0 <= shift <= 15:
+            raise MixedChipError(f"range a{layer} must be range v{layer} over 2^k, k in 0..15 (as calibrate makes "
+                                 f"it): got 2^{shift:.3g}")
+        return TiledParams(qa, qs, smul, sink_ints, int(shift))
+
+    def tiled_parts(self, rows: int) -> list[tuple[int, int]]:
+        """The parts of a tiled attention over `rows` keys: (first row, end row) each (every layer's
+        program has as many instructions: only immediates differ)."""
+        return ta.plan(rows, self.tile, lambda n, first, last: len(self.tiled_code(0, 0, n, first, last)) // 4)
+
+    def tiled_code(self, layer: int, group: int, rows: int, first: bool, last: bool) -> list[int]:
+        """The code of one part of a tiled attention over `rows` keys (cached: it depends on the
+        shape and the layer's scales, not on the data)."""
+        p = self.tiled_params(layer, group)
+        key = (rows, first, last, p.qa, p.qs, p.smul, p.out_shift)
+        if key not in self._codes:
+            rep = self.model.n_heads // self.model.n_kv_heads
+            with config.use(self.ext_config(ta.layout(rep, self.model.head_dim, rows).words)):
+                self._codes[key] = ta.part_code(rep, self.model.head_dim, rows, p.qa, p.qs, p.smul, self.tile,
+                                                first, last, p.out_shift)
+        return self._codes[key]
+
+    def ext_config(self, words: int) -> config.Config:
+        """The chip's configuration with an external memory of at least `words` (at most the
+        configuration's limit, ``config.EXT_MEMORY_MAX``)."""
+        if words > config.EXT_MEMORY_MAX:
+            raise MixedChipError(f"an attention program needs {words} words of external memory, more than the "
+                                 f"chip's largest, {config.EXT_MEMORY_MAX}")
+        return replace(self.cfg, ext_memory=max(self.cfg.ext_memory, words))
+
     def _run(self, P: Program, feeds: dict, executor: str, trace: StepTrace) -> dict[str, np.ndarray]:
         with config.use(self.cfg):
             if executor in ("reference", "both"):
@@ -342,8 +443,63 @@ class MixedChip:
                     raise AssertionError(f"program {P.name}: the machine model's outputs differ from the "
                                          f"program's integer semantics")
                 out = mach_out
-        trace.runs.append((P, feeds))
+
+        def image(P: Program = P, feeds: dict = feeds) -> list[int]:
+            with config.use(self.cfg):
+                return ext_image(P, feeds)
+
+        trace.runs.append(ChipRun(P.name, P.code, image, P.ext_words))
         return {name: np.asarray(ints, dtype=np.int64) for name, (ints, _floats) in out.items()}
+
+    def _tiled(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
+               trace: StepTrace) -> np.ndarray:
+        """The tiled attention of one group (int8 A, rep x head_dim) over every row of k8, v8: its
+        parts in order, each part's states and running output handed to the next."""
+        p = self.tiled_params(layer, group)
+        rows = k8.shape[0]
+        parts = self.tiled_parts(rows)
+        ref_carry = mach_carry = ([ta.state_init(s) for s in p.sinks], None)
+        for i, (lo, hi) in enumerate(parts):
+            first, last = i == 0, i == len(parts) - 1
+            code = self.tiled_code(layer, group, hi - lo, first, last)
+            name = f"tiled{layer}g{group}n{rows}" + (f"p{i}" if len(parts) > 1 else "")
+            words = ta.layout(len(p.sinks), self.model.head_dim, hi - lo).words
+            start = mach_carry if executor != "reference" else ref_carry
+            ext = ta.part_image(q8, k8[lo:hi], v8[lo:hi], *start)
+            trace.runs.append(ChipRun(name, code, lambda ext=ext: ext, words))
+            if executor in ("reference", "both"):
+                ref_carry = ta.reference_part(q8, k8[lo:hi], v8[lo:hi], p.qa, p.qs, p.smul, self.tile, *ref_carry)
+            if executor in ("machine", "both"):
+                prog = ta.build_part(q8, k8[lo:hi], v8[lo:hi], p.qa, p.qs, p.smul, self.tile, *mach_carry,
+                                     last=last, out_shift=p.out_shift, code=code)
+                with config.use(self.ext_config(words)):
+                    got, mach = ta.run(prog)
+                trace.cycles.append(mach.counters.cycles)
+                if not last:
+                    mach_carry = ta.carry(prog, mach)
+                if executor == "both" and not last and not (
+                        mach_carry[0] == ref_carry[0] and np.array_equal(mach_carry[1], ref_carry[1])):
+                    raise AssertionError(f"{name}: the machine model's carried state differs from the reference's")
+        if executor == "machine":
+            return got
+        states, o = ref_carry
+        out = np.stack([isa.softmax_norm(o[r], states[r][1], p.out_shift) for r in range(len(p.sinks))])
+        if executor == "both" and not np.array_equal(got, out):
+            raise AssertionError(f"tiled attention of layer {layer} group {group} over {rows} rows: the machine "
+                                 "model's output differs from the integer reference")
+        return out
+
+    def attention(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
+                  trace: StepTrace) -> np.ndarray:
+        """A (int8, scale of a{layer}) of one KV group over its visible rows: one-shot up to
+        ``one_shot_rows`` (a tile unless changed, e.g. to compare the two), tiled beyond."""
+        rows = k8.shape[0]
+        if rows > self.one_shot_rows:
+            return self._tiled(layer, group, q8, k8, v8, executor, trace)
+        feeds = {"q": q8 * self._scale(f"q{layer}"), "K": k8 * self._scale(f"k{layer}"),
+                 "V": v8 * self._scale(f"v{layer}")}
+        P = self.program("attn", layer, group, rows)
+        return self._run(P, feeds, executor, trace)[P.outputs[0]]
 
     def step(self, token: int, executor: str = "reference") -> StepTrace:
         """Decode `token` at the next position: every program in order, the cache appended."""
@@ -370,10 +526,8 @@ class MixedChip:
                 keys, values = keys[-n:], values[-n:]
                 new_keys.append(keys)
                 new_values.append(values)
-                feeds = {"q": q_int * self._scale(f"q{layer}"), "K": keys * self._scale(f"k{layer}"),
-                         "V": values * self._scale(f"v{layer}")}
-                P = self.program("attn", layer, grp, n)
-                a_out[f"a{grp}"] = self._run(P, feeds, executor, trace)[P.outputs[0]] * self._scale(f"a{layer}")
+                a_int = self.attention(layer, grp, q_int, keys, values, executor, trace)
+                a_out[f"a{grp}"] = a_int * self._scale(f"a{layer}")
             out = self._run(self.program("out", layer), {"x": x, **a_out}, executor, trace)
             x = out["y"] * self._scale(f"x{layer + 1}")
             trace.residuals.append(x[0].copy())
@@ -414,10 +568,11 @@ class MixedChip:
         return out, traces
 
 
-def largest_context(model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP,
-                    hi: int = 1024) -> int:
-    """The most K/V rows an attention program of `model` compiles with on `cfg` (bisection over
-    1 .. hi, every layer and group; MM_MAX_K = 1,024 bounds P @ V's reduction)."""
+def largest_one_shot(model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP,
+                     hi: int = 1024) -> int:
+    """The most K/V rows a one-shot attention program of `model` compiles with on `cfg` (bisection
+    over 1 .. hi, every layer and group; MM_MAX_K = 1,024 bounds P @ V's reduction): the context
+    the chip would be limited to without the tiled attention."""
     def fits(rows: int) -> bool:
         try:
             with config.use(cfg):

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "own-model": ("own_model", "your own small model: a graph compiled for GA2, run four ways, replayed on the RTL"),
     "mixed-chip": ("mixed_chip", "the mixed windowed/global model on GA2 in int8: per-layer error, decode, replay"),
     "tiled-attention": ("tiled_attention", "decode attention tiled over the context: error, cycles, word bound"),
+    "chip-context": ("chip_context", "cycles per decode step of the mixed model on GA2 against the context"),
     "page-groups": ("page_groups", "KV rows the paged host holds for the mixed model, per-layer page groups"),
     "paged-attention": ("paged_attention", "the chip gathers KV pages where they lie: host words removed, cycles"),
     "gen": ("gen", "write or check what is generated from the model: rtl/exp_lut.v, docs/isa.md's VEC table"),

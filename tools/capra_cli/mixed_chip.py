@@ -2,12 +2,14 @@
 
     python tools/mixed_chip.py                   # calibrate, error table, passkeys decoded, one step replayed
     python tools/mixed_chip.py --no-rtl          # the same without the simulators
-    python tools/mixed_chip.py --lengths 128 494 --eval-trials 2
+    python tools/mixed_chip.py --lengths 128 1024 --eval-trials 2
 
 The model is inference/mixed_lm.py's make_mixed_model (four layers windowed/global/windowed/global,
-grouped-query attention, partial rotary, clamped sinks). A decode step is 20 programs compiled by
-capra.compile_graph (inference/mixed_chip.py: per layer and KV group a projection program and an
-attention program, per layer an output program), for a chip with a scratchpad of 16,384 words.
+grouped-query attention, partial rotary, clamped sinks). A decode step is 20 programs (inference/
+mixed_chip.py: per layer and KV group a projection program and an attention program, per layer an
+output program), for a chip with a scratchpad of 16,384 words. Attention over more than a tile of
+keys (192) streams K and V from external memory with the online softmax (capra.tiled_attention),
+in several programs where one would not fit the instruction memory.
 
 1. Calibration: the ranges of every tensor from passkey prompts (seeded apart from the evaluation's,
    their passkeys disjoint from it) followed by the float model's own greedy answer.
@@ -18,7 +20,8 @@ attention program, per layer an output program), for a chip with a scratchpad of
 3. Greedy decode: after each evaluation prompt, --decode-steps tokens on the machine model (every
    program also run in its integer semantics: a differing output word is a failure), compared with
    the float model's greedy tokens; a passkey prompt's answer is read back.
-4. The largest context an attention program compiles for, by bisection.
+4. The largest context: a one-shot attention program's (by bisection of the compiler's answer),
+   and with the tiled attention the one whose weights and KV fit the largest external memory.
 5. Unless --no-rtl: the programs of one decode step at context --replay-context replayed on Icarus
    and Verilator, every word and counter compared with the machine model.
 
@@ -31,32 +34,39 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from capra import config, ext_image
+from capra import config
+from inference import chip_context
 from inference.generate import generate
 from inference.long_context import PasskeyEvaluator
-from inference.mixed_chip import CHIP, LayerError, MixedChip, calibrate, equalize, largest_context, layer_errors
+from inference.mixed_chip import CHIP, LayerError, MixedChip, calibrate, equalize, largest_one_shot, layer_errors
 from inference.mixed_lm import make_mixed_model
 
-from .common import BadArgument, Parser, Progress, at_least, finish, int_range
+from .common import BadArgument, Parser, Progress, finish, int_range
 
 CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
 ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
+ONE_SHOT_MAX = 494  # the most rows a one-shot attention program compiles for (largest_one_shot)
+MAX_LENGTH = 8192  # the longest prompt taken (a prompt runs token by token through the programs)
 
 
 def arguments(ap: Parser) -> None:
-    ap.add_argument("--calib-lengths", type=int_range(16, 494), nargs="+", default=[64, 200], metavar="N",
-                    help="lengths of the calibration prompts (default 64 200)")
+    ap.add_argument("--calib-lengths", type=int_range(16, MAX_LENGTH), nargs="+", default=[64, 200], metavar="N",
+                    help=f"lengths of the calibration prompts, 16..{MAX_LENGTH} (default 64 200)")
     ap.add_argument("--calib-trials", type=int_range(1, 50), default=3, metavar="K",
                     help="calibration prompts per length (default 3)")
-    ap.add_argument("--lengths", type=int_range(16, 494), nargs="+", default=[48, 160], metavar="N",
-                    help="lengths of the evaluation prompts, 16..494 (default 48 160)")
+    ap.add_argument("--lengths", type=int_range(16, MAX_LENGTH), nargs="+", default=[48, 160, 400], metavar="N",
+                    help=f"lengths of the evaluation prompts, 16..{MAX_LENGTH} (default 48 160 400: past 192 the "
+                         "global layers' attention is tiled)")
     ap.add_argument("--eval-trials", type=int_range(1, 50), default=2, metavar="K",
                     help="evaluation prompts per length (default 2)")
     ap.add_argument("--decode-steps", type=int_range(1, 32), default=ANSWER, metavar="S",
                     help=f"greedy steps on the machine model after each prompt (default {ANSWER})")
-    ap.add_argument("--replay-context", type=at_least(1), default=16, metavar="N",
-                    help="the context of the decode step replayed on the simulators (default 16)")
+    ap.add_argument("--replay-context", type=int_range(1, MAX_LENGTH), default=16, metavar="N",
+                    help=f"the context of the decode step replayed on the simulators, 1..{MAX_LENGTH} (default 16)")
+    ap.add_argument("--one-shot-rows", type=int_range(1, ONE_SHOT_MAX), default=None, metavar="R",
+                    help=f"run attention over up to R rows one-shot, 1..{ONE_SHOT_MAX} (default: one tile, 192, where "
+                         "the one-shot program is the faster; more compares it with the tiled one)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the replay on the simulators")
     ap.add_argument("--no-bisect", action="store_true", help="skip the search for the largest context")
 
@@ -75,8 +85,6 @@ def _prompts(model, lengths, trials, seed, answer=True):
 
 
 def main(args) -> int:
-    if args.replay_context > 494:
-        raise BadArgument("--replay-context", f"{args.replay_context} is beyond the largest context, 494")
     if not args.no_rtl:
         import replay
 
@@ -91,6 +99,8 @@ def main(args) -> int:
     chip_model, _factors = equalize(model, [ids for ids, _k in calib])
     ranges = calibrate(chip_model, [ids for ids, _k in calib])
     chip = MixedChip(chip_model, ranges)
+    if args.one_shot_rows is not None:
+        chip.one_shot_rows = args.one_shot_rows
     problems: list[str] = []
     checks = 0
     print(f"chip: {CHIP.n}x{CHIP.n} array, scratchpad {CHIP.sram_words} words, external memory {CHIP.ext_memory} "
@@ -114,15 +124,21 @@ def main(args) -> int:
     print(f"\nper-layer error over {len(total.top1)} positions of {len(evals)} evaluation prompts "
           f"(lengths {'/'.join(map(str, args.lengths))}; ||x_chip - x_float|| / ||x_float|| of each layer's "
           "output residual):")
-    print("  layer  kind      mean      p95       max")
-    for layer, rel in enumerate(total.rel):
-        r = np.array(rel)
-        print(f"  {layer:5d}  {model.layer_kinds[layer]:8s}  {r.mean():.4f}    {np.percentile(r, 95):.4f}    "
-              f"{r.max():.4f}")
+    # the positions whose global layers attend over more than a tile: their attention is tiled
+    tiled = np.array([pos + 1 > chip.tile for ids, _key in evals for pos in range(len(ids))])
+    how = "tiled" if chip.one_shot_rows == chip.tile else f"one-shot up to {chip.one_shot_rows} rows"
     agree = np.array(total.top1)
     dec = np.array(total.decisive)
-    print(f"  top-1 agreement of the logits: {agree.sum()}/{len(agree)} positions; where the float model's lead "
-          f"exceeds two int8 steps: {agree[dec].sum()}/{dec.sum()}")
+    for title, pick in (("all positions", np.ones_like(tiled)), (f"positions past {chip.tile} ({how})", tiled)):
+        if not pick.any():
+            continue
+        print(f"  {title}: {pick.sum()}\n  layer  kind      mean      p95       max")
+        for layer, rel in enumerate(total.rel):
+            r = np.array(rel)[pick]
+            print(f"  {layer:5d}  {model.layer_kinds[layer]:8s}  {r.mean():.4f}    {np.percentile(r, 95):.4f}    "
+                  f"{r.max():.4f}")
+        print(f"  top-1 agreement of the logits: {agree[pick].sum()}/{pick.sum()} positions; where the float "
+              f"model's lead exceeds two int8 steps: {agree[pick & dec].sum()}/{(pick & dec).sum()}")
     checks += 1
     if not agree[dec].all():
         problems.append(f"top-1 differs at {(~agree[dec]).sum()} decisive positions")
@@ -155,9 +171,14 @@ def main(args) -> int:
 
     # 4. the largest context
     if not args.no_bisect:
-        rows = largest_context(chip_model, ranges)
-        print(f"\nlargest context: {rows} K/V rows per attention program (one KV group: K and V at 16 words a "
-              f"row each, the scores and probabilities at a word per 4 keys, in {CHIP.sram_words} words)")
+        rows = largest_one_shot(chip_model, ranges)
+        print(f"\nlargest context of a one-shot attention program: {rows} K/V rows (one KV group: K and V at 16 "
+              f"words a row each, the scores and probabilities at a word per 4 keys, in {CHIP.sram_words} words); "
+              f"the chip runs one-shot up to {chip.one_shot_rows} rows and tiled beyond")
+    for layout in chip_context.LAYOUTS[:2]:
+        t = chip_context.largest_context(chip, layout)
+        print(f"largest context, {layout}: {t} tokens (the weights and every layer's K and V in the largest external "
+              f"memory, {config.EXT_MEMORY_MAX} words)")
 
     # 5. one decode step replayed
     if not args.no_rtl:
@@ -168,8 +189,8 @@ def main(args) -> int:
         chip.reset()
         chip.prefill(prompt[:-1])
         trace = chip.step(prompt[-1], executor="machine")
-        with config.use(CHIP):
-            records = [image.record(P.code, ext_image(P, feeds)) for P, feeds in trace.runs]
+        with config.use(chip.ext_config(max(r.ext_words for r in trace.runs))):
+            records = [image.record(r.code, r.ext()) for r in trace.runs]
             print(f"\nreplay: the decode step at context {args.replay_context} ({len(records)} programs, "
                   f"{sum(trace.cycles)} cycles on the machine model)")
             for v in replay.replay(records, name="mixed_chip", tool="mixed-chip"):

@@ -1,0 +1,145 @@
+"""Cycles per decode step of the mixed model on GA2 against the context: mixed, all-global, all-windowed.
+
+    capra chip-context                                # contexts 128 .. 32768
+    capra chip-context --contexts 1024 4096 --no-figure
+
+The hardware version of kv-bench's decode cost: the mixed windowed/global model compiled for GA2 in
+int8 (inference/mixed_chip.py; a 16,384-word scratchpad), one decode step at each context, for the
+four layers as the model has them (windowed / global / windowed / global, W = 128), all global and
+all windowed. Attention over more than a tile of keys streams K and V from external memory with the
+online softmax. Per step it prints the machine model's cycles, the word bound (the words the step
+must move at one a cycle: every weight and every K and V row its attention reads), their ratio, the
+programs run, and the KV memory the layout keeps (rows over every layer and KV head, and words).
+
+Cycles are exact machine-model cycles, found once per distinct program (a program's cycles depend on
+its code, not its data: inference/chip_context.py); a row marked '*' keeps more KV and weights
+than the largest external memory the configuration allows (its cycles are those of a larger one).
+Writes out/chip_context.png and out/chip_context.json (configuration and commit) unless --no-figure.
+
+Exit status 0 when every step takes at least its word bound and, if --goal-context is among the
+contexts, the mixed step there reaches --goal of its bound; 1 otherwise; 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import time
+
+from capra import config
+from inference.chip_context import LAYOUTS, StepCycles, step_cost
+from inference.mixed_chip import MixedChip, calibrate, equalize
+from inference.mixed_lm import make_mixed_model
+from replay import runs
+
+from .common import Parser, Progress, distinct, finish, in_range, int_range
+from .mixed_chip import CALIB_SEED, _prompts
+
+CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+MAX_CONTEXT = 1 << 17
+GOAL_CONTEXT = 4096
+GOAL = 0.85
+
+
+def arguments(ap: Parser) -> None:
+    ap.add_argument("--contexts", type=int_range(1, MAX_CONTEXT), nargs="+", default=list(CONTEXTS), metavar="T",
+                    help=f"contexts in tokens, 1..{MAX_CONTEXT} (default {' '.join(map(str, CONTEXTS))})")
+    ap.add_argument("--goal-context", type=int_range(1, MAX_CONTEXT), default=GOAL_CONTEXT, metavar="T",
+                    help=f"the context whose mixed step is held to --goal (default {GOAL_CONTEXT})")
+    ap.add_argument("--goal", type=in_range(float, 0.0, 1.0), default=GOAL,
+                    help=f"the least word bound / cycles accepted there, 0..1 (default {GOAL})")
+    ap.add_argument("--no-figure", action="store_true", help="print the table only (no PNG, no JSON)")
+
+
+def chip_for_benchmark() -> MixedChip:
+    """The chip as ``capra mixed-chip`` calibrates it (the scales only change immediates, not cycles)."""
+    model = make_mixed_model()
+    calib, _ = _prompts(model, [64, 200], 3, CALIB_SEED)
+    chip_model, _ = equalize(model, [ids for ids, _k in calib])
+    return MixedChip(chip_model, calibrate(chip_model, [ids for ids, _k in calib]))
+
+
+def figure(rows: list[dict], prov: dict, goal_context: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .figures import save
+
+    colours = {"mixed": "#1f77b4", "all-global": "#d62728", "all-windowed": "#2ca02c"}
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for layout in LAYOUTS:
+        mine = [r for r in rows if r["layout"] == layout]
+        t = [r["context"] for r in mine]
+        ax.plot(t, [r["cycles"] for r in mine], "o-", color=colours[layout], label=f"{layout}: cycles")
+        ax.plot(t, [r["word_bound"] for r in mine], "--", color=colours[layout], alpha=0.6,
+                label=f"{layout}: word bound")
+        bx.plot(t, [r["kv_words"] for r in mine], "o-", color=colours[layout], label=layout)
+    ax.axvline(goal_context, color="0.6", lw=0.8)
+    for a in (ax, bx):
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        a.set_xlabel("context (tokens)")
+        a.grid(True, which="both", alpha=0.3)
+    ax.set_ylabel("cycles per decode step")
+    ax.set_title("GA2 decode step (machine model)")
+    ax.legend(fontsize=7)
+    bx.axhline(config.EXT_MEMORY_MAX, color="0.3", lw=0.8, ls=":")
+    bx.text(rows[0]["context"], config.EXT_MEMORY_MAX * 1.1, "largest external memory", fontsize=7)
+    bx.set_ylabel("KV words kept (K and V, every layer)")
+    bx.set_title("KV memory")
+    bx.legend(fontsize=7)
+    return save(fig, "chip_context.png", runs.footer(prov))
+
+
+def main(args) -> int:
+    distinct("--contexts", args.contexts)
+    contexts = sorted(args.contexts)
+    start = time.monotonic()
+    chip = chip_for_benchmark()
+    costs = StepCycles(chip)
+    print(f"chip: {chip.cfg.n}x{chip.cfg.n} array, scratchpad {chip.cfg.sram_words} words; attention over more "
+          f"than {chip.tile} keys tiled ({chip.tile}-key tiles, online softmax), split into programs of at most "
+          "1,024 instructions")
+    print("cycles: the machine model's, exact; each distinct program run once on a zero image (a program's "
+          "cycles do not depend on its data)")
+    print(f"{'context':>8} {'layout':>13} {'cycles':>10} {'word bound':>11} {'bound/cycles':>12} {'programs':>8} "
+          f"{'KV rows':>8} {'KV words':>9}")
+    rows, problems, checks = [], [], 0
+    progress = Progress("contexts", len(contexts))
+    for t in contexts:
+        for layout in LAYOUTS:
+            c = step_cost(costs, layout, t)
+            weights = c.word_bound - c.kv_words  # the weights: the bound less the K/V rows read
+            over = c.kv_words + weights > config.EXT_MEMORY_MAX
+            rows.append({"context": t, "layout": layout, "cycles": c.cycles, "word_bound": c.word_bound,
+                         "ratio": round(c.efficiency, 4), "programs": c.programs, "kv_rows": c.kv_rows,
+                         "kv_words": c.kv_words, "beyond_ext_memory": over})
+            print(f"{t:>8} {layout:>13} {c.cycles:>10} {c.word_bound:>11} {c.efficiency:>12.3f} {c.programs:>8} "
+                  f"{c.kv_rows:>8} {c.kv_words:>9}{' *' if over else ''}", flush=True)
+            checks += 1
+            if c.cycles < c.word_bound:
+                problems.append(f"{layout} at {t}: {c.cycles} cycles, below the word bound {c.word_bound}")
+            if layout == "mixed" and t == args.goal_context:
+                checks += 1
+                verdict = "reached" if c.efficiency >= args.goal else "MISSED"
+                goal_line = (f"goal: the mixed step at {t} tokens takes {c.cycles} cycles for a word bound of "
+                             f"{c.word_bound}: {c.efficiency:.3f} of its bound (goal >= {args.goal}: {verdict})")
+                if c.efficiency < args.goal:
+                    problems.append(goal_line)
+        progress.step()
+    if any(r["beyond_ext_memory"] for r in rows):
+        print(f"* the layout's KV and weights exceed the largest external memory ({config.EXT_MEMORY_MAX} words); "
+              "each program's own image fits it")
+    if args.goal_context in contexts:
+        print(goal_line)
+    if not args.no_figure:
+        prov = runs.provenance(chip.cfg)
+        data = {"command": "capra chip-context", "contexts": contexts, "tile": chip.tile,
+                "cycles_method": "machine model, each distinct program once on a zero image", "rows": rows,
+                "provenance": prov}
+        png = figure(rows, prov, args.goal_context)
+        js = runs.write_json(runs.OUT / "chip_context.json", data)
+        print(f"wrote {png} and {js} ({time.monotonic() - start:.0f} s)")
+    return finish(problems, checks, "every step takes at least its word bound"
+                  + (f"; the mixed step at {args.goal_context} reaches {args.goal} of its bound"
+                     if args.goal_context in contexts else ""))
