@@ -8,8 +8,8 @@
 // so a program can run the part of a matmul whose weights have arrived. A column tile is one word
 // of an int8 output row (four columns) whatever N is: the data layout does not depend on the array.
 //
-// Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, one word per
-// cycle). Then B streams from the scratchpad in passes of one reduction each, a pass computing
+// Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, a line of up to
+// four of the row's words per cycle). Then B streams from the scratchpad in passes of one reduction each, a pass computing
 // `cols` output columns of every row of the tile:
 //   BROWS: cycle k of a pass reads one line (up to four consecutive words) of B row k. The array
 //          runs g groups of rt rows side by side, each on N columns, all fed the same A rows: g is
@@ -29,10 +29,11 @@
 // before it with no gap, and each PE keeps its finished sum in `res` while the next pass streams in.
 //
 // Timing (exact; model/capra/isa.py:mm_cycles is the same arithmetic). The start cycle is 0;
-// cycle 1 works out the first batch tile. Then, per batch tile b (kw = ceil(K/4)):
-//   A load step   max(rt*kw + 1, G of tile b-1) cycles, the first tile's just rt*kw + 1: pad
-//                 cycles, rt*kw reads, one cycle for the last rowmem write to land. A tile before
-//                 another is full (rt = N, so G >= 2N-1): its operands leave the array before the
+// cycle 1 works out the first batch tile. Then, per batch tile b (kw = ceil(K/4), AL = ceil(kw/4)):
+//   A load step   max(rt*AL + 1, G of tile b-1) cycles, the first tile's just rt*AL + 1: pad
+//                 cycles, rt*AL line reads (words 4i .. 4i+3 of a row in its read i, the last
+//                 read of a row its last kw mod 4 words), one cycle for the last rowmem write to
+//                 land. A tile before another is full (rt = N, so G >= 2N-1): its operands leave the array before the
 //                 next tile's group layout takes effect.
 //   passes        ceil(4 * window tiles / cols) of them; a pass takes P = (BROWS ? K : PER *
 //                 ceil(kw/DOTW)) cycles plus, with BIAS, BL = ceil(N/4) line reads of its bias words
@@ -115,6 +116,9 @@ module ga2_mm #(
     reg [AW-1:0] b_r, qbias_r;
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
+    reg [6:0]  alines;                // line reads of an A row: ceil(kw/4) <= 64
+    reg [3:0]  a_tmask;               // the words of an A row's last line: kw mod 4 of them (4 when 0)
+    reg [2:0]  a_tstep;               // and their count, from it to the next row's first word
     reg [8:0]  dot_lines;             // dot form: reads of one B row, ceil(kw / DOTW)
     reg [AW-1:0] tiles;               // column tiles: ceil(M/4) (a word row of an operand: < the scratchpad)
     reg [AW-1:0] nkw;                 // dot form: N B rows, N*kw words (the next pass's first row)
@@ -204,8 +208,8 @@ module ga2_mm #(
     reg [WB-1:0] t_pass_pad;          // max(0, G - pass_reads)
     reg [RB-1:0] rt_all;              // rows_of(R): the first tile's rows, latched with the instruction
     reg [RB-1:0] n_rt;                // the next tile
-    reg [10:0]   n_aload;             // rt*kw + 1 for the next tile
-    reg [WB-1:0] n_aload_pad;         // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
+    reg [10:0]   n_aload;             // rt*alines + 1 for the next tile
+    reg [WB-1:0] n_aload_pad;         // max(rt*alines + 1, G) - (rt*alines + 1) for the next tile
     // ------------------------------------------------------------------- the read sequencer
     // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
     localparam [2:0] P_IDLE = 3'd0, P_SETUP = 3'd1, P_APAD = 3'd2, P_AREAD = 3'd3, P_ATURN = 3'd4,
@@ -213,7 +217,8 @@ module ga2_mm #(
     reg [2:0]    phase;
     reg [10:0]   cnt;                 // pad cycles left, or the cycle within a pass
     reg [NB-1:0] a_row;
-    reg [8:0]    a_word;
+    reg [8:0]    a_word;              // the A load's line of its row
+    reg          a_rlast;             // and it is the row's last line
     reg [AW-1:0] a_ptr;
     reg [15:0]   tile;                // the pass's first column tile
     reg          half;                // N = 2: the pass is the second half of its tile
@@ -250,7 +255,7 @@ module ga2_mm #(
             t_gap <= gap_now;
             t_pass_pad <= ({{(11-WB){1'b0}}, t_gap} > pass_reads) ? (t_gap - pass_reads[WB-1:0]) : {WB{1'b0}};
             n_rt <= rows_of(left_after);
-            n_aload <= words_times(kw, n_rt) + 11'd1;  // a stage of its own: a tile's A load and pass come before its use
+            n_aload <= words_times({2'b00, alines}, n_rt) + 11'd1;  // a stage of its own: a tile's A load and pass come before its use
             n_aload_pad <= ({{(11-WB){1'b0}}, t_gap} > n_aload) ? (t_gap - n_aload[WB-1:0]) : {WB{1'b0}};
         end
     end
@@ -290,7 +295,7 @@ module ga2_mm #(
     wire        more_passes = (half_pass && !half) || (next_tile < t_end);
     wire        more_tiles  = r_left > N[15:0];
 
-    wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && (a_word == kw - 9'd1);
+    wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && a_rlast;
     reg         in_b;                 // a pass's B read: phase == P_BREAD && cnt < b_reads, kept by the sequencer
     wire        in_bias     = (phase == P_BREAD) && !in_b;
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads_m1);
@@ -347,7 +352,7 @@ module ga2_mm #(
     wire [AW-1:0]   bias_at = qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0}
                               + {{(AW-3){1'b0}}, bias_l1, 2'b00};
     wire [3:0]      bias_mask = bias_l1 ? pass_cols[(BL > 1 ? 7 : 3) -: 4] : pass_cols[3:0];
-    assign rd_mask = (phase == P_AREAD) ? 4'b0001 :
+    assign rd_mask = (phase == P_AREAD) ? (a_rlast ? a_tmask : 4'b1111) :
                      in_b ? (brows ? pass_words : dot_mask) :
                      in_bias ? bias_mask : 4'd0;
     assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : bias_at;
@@ -378,6 +383,9 @@ module ga2_mm #(
             qbias_r <= {AW{1'b0}};
             qs_r <= 6'd0;
             kw <= 9'd0;
+            alines <= 7'd0;
+            a_tmask <= 4'd0;
+            a_tstep <= 3'd0;
             dot_lines <= 9'd0;
             nkw <= {AW{1'b0}};
             tiles <= {AW{1'b0}};
@@ -392,6 +400,7 @@ module ga2_mm #(
             cnt <= 11'd0;
             a_row <= {NB{1'b0}};
             a_word <= 9'd0;
+            a_rlast <= 1'b0;
             a_ptr <= {AW{1'b0}};
             tile <= 16'd0;
             half <= 1'b0;
@@ -418,6 +427,7 @@ module ga2_mm #(
                     qbias_r <= qbias;
                     a_ptr <= a_base;
                     kw <= k_len[10:2] + {8'd0, k_len[1] | k_len[0]};
+                    alines <= k_len[10:4] + {6'd0, |k_len[3:0]};
                     tiles <= m_total[AW+1:2] + {{(AW-1){1'b0}}, m_total[1] | m_total[0]};
                     t_first <= {8'd0, win_first};
                     t_end <= (win_tiles == 4'd0) ? {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]}
@@ -436,21 +446,27 @@ module ga2_mm #(
                     t_rt <= rt_all;
                     t_g <= groups_of(rt_all);
                     t_w <= slots_of(rt_all, groups_of(rt_all));
+                    a_tmask <= (kw[1:0] == 2'd0) ? 4'b1111 : (kw[1:0] == 2'd1) ? 4'b0001
+                             : (kw[1:0] == 2'd2) ? 4'b0011 : 4'b0111;
+                    a_tstep <= (kw[1:0] == 2'd0) ? 3'd4 : {1'b0, kw[1:0]};
                     a_row <= {NB{1'b0}};
                     a_word <= 9'd0;
+                    a_rlast <= (alines == 7'd1);
                     phase <= P_AREAD;
                 end
                 P_APAD: begin
                     cnt <= cnt - 11'd1;
                     if (cnt == 11'd1) phase <= P_AREAD;
                 end
-                P_AREAD: begin
-                    a_ptr <= a_ptr + {{(AW-1){1'b0}}, 1'b1};
-                    if (a_word == kw - 9'd1) begin
+                P_AREAD: begin  // a line of an A row: four words, or the row's last kw mod 4
+                    a_ptr <= a_ptr + {{(AW-3){1'b0}}, a_rlast ? a_tstep : 3'd4};
+                    if (a_rlast) begin
                         a_word <= 9'd0;
                         a_row <= a_row + 1'b1;
+                        a_rlast <= (alines == 7'd1);
                     end else begin
                         a_word <= a_word + 9'd1;
+                        a_rlast <= (a_word + 9'd2 == {2'b00, alines});
                     end
                     if (a_last) phase <= P_ATURN;
                 end
@@ -510,6 +526,7 @@ module ga2_mm #(
                             t_out <= t_out + (row_step << NB);
                             a_row <= {NB{1'b0}};
                             a_word <= 9'd0;
+                            a_rlast <= (alines == 7'd1);
                             cnt <= {{(11-WB){1'b0}}, n_aload_pad};
                             phase <= (n_aload_pad != {WB{1'b0}}) ? P_APAD : P_AREAD;
                         end else begin
@@ -529,7 +546,8 @@ module ga2_mm #(
     localparam [1:0] T_NONE = 2'd0, T_A = 2'd1, T_B = 2'd2, T_BIAS = 2'd3;
     reg [1:0]    tg1_kind, tg2_kind;
     reg [NB-1:0] tg1_arow, tg2_arow;
-    reg [7:0]    tg1_aword, tg2_aword;
+    reg [5:0]    tg1_aword, tg2_aword;  // an A read: its line of the row (< 64)
+    reg [3:0]    tg1_amask, tg2_amask;  // and the words it read
     reg [9:0]    tg1_k, tg2_k;        // the step: BROWS the reduction step, dot the cycle of the pass
     reg          tg1_first, tg2_first, tg1_last, tg2_last, tg1_new, tg2_new;
     reg          tg1_bl, tg2_bl;
@@ -543,8 +561,10 @@ module ga2_mm #(
             tg2_kind <= T_NONE;
             tg1_arow <= {NB{1'b0}};
             tg2_arow <= {NB{1'b0}};
-            tg1_aword <= 8'd0;
-            tg2_aword <= 8'd0;
+            tg1_aword <= 6'd0;
+            tg2_aword <= 6'd0;
+            tg1_amask <= 4'd0;
+            tg2_amask <= 4'd0;
             tg1_k <= 10'd0;
             tg2_k <= 10'd0;
             tg1_first <= 1'b0;
@@ -565,7 +585,8 @@ module ga2_mm #(
         end else if (run) begin
             tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
             tg1_arow <= a_row;
-            tg1_aword <= a_word[7:0];
+            tg1_aword <= a_word[5:0];
+            tg1_amask <= rd_mask;
             tg1_k <= cnt[9:0];
             tg1_first <= (cnt == 11'd0);
             tg1_last <= last_b;
@@ -576,6 +597,7 @@ module ga2_mm #(
             tg2_kind <= tg1_kind;
             tg2_arow <= tg1_arow;
             tg2_aword <= tg1_aword;
+            tg2_amask <= tg1_amask;
             tg2_k <= tg1_k;
             tg2_first <= tg1_first;
             tg2_last <= tg1_last;
@@ -593,7 +615,7 @@ module ga2_mm #(
     wire [N*32-1:0] rm_data;
     rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K / 4), .AW(8), .BW(NB)) u_rowmem (
         .clk(clk),
-        .we(tg2_kind == T_A), .wbank(tg2_arow), .waddr(tg2_aword), .wdata(rd_data[31:0]),
+        .we(tg2_kind == T_A), .wbank(tg2_arow), .wline(tg2_aword), .wmask(tg2_amask), .wdata(rd_data),
         .re(tg1_kind == T_B), .raddr(tg1_k[9:2]), .rdata(rm_data)
     );
 

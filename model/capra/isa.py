@@ -511,7 +511,7 @@ class MmTiming(NamedTuple):
     cycles counted from its issue cycle (0)."""
 
     cycles: int  # execute cycles: its last write is in cycle `cycles`
-    first_read: int  # its first B read: 3 + rt * kw (the setup cycle, the first tile's A load, one turn)
+    first_read: int  # its first B read: 3 + rt * ceil(kw/4) (the setup cycle, the first tile's A load, one turn)
     front: int  # its last read (bias reads included): the engine takes a CHAIN MM from the next cycle
     gap: int  # a CHAIN MM after it makes its first B read no sooner than gap + 1 cycles after `front`
 
@@ -526,16 +526,23 @@ def mm_chain_gap(last_tile_gap: int) -> int:
     return max(last_tile_gap, 2 * _config.active().n)
 
 
+def mm_a_lines(k: int) -> int:
+    """Line reads that copy one A row of K int8 into rowmem: up to LINE_WORDS of its ceil(K/4)
+    words a read, the row's words 4i .. 4i+3 in read i."""
+    return -(-words_for(k) // LINE_WORDS)
+
+
 def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> MmTiming:
     """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
-    One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
-    cycle for the last rowmem write; after the first tile at least G of the tile before), then its
+    One cycle works out the first batch tile. Per batch tile: an A load step (rt * ceil(kw / 4) line
+    reads, ``mm_a_lines``, and one cycle for the last rowmem write; after the first tile at least G
+    of the tile before), then its
     passes, ceil(4 * window tiles / cols) of them, each ``mm_pass_reads`` cycles, every pass after a
     tile's first taking max(that, G). The writer finishes MM_READ_TO_RES + MM_WRITE_LAT + W - 1
     cycles after the last pass's last B read (its bias reads come after it).
     """
-    kw = words_for(k)
+    al = mm_a_lines(k)
     start, end = mm_window(m, first, tiles)
     columns = LANES * (end - start)
     reads = mm_pass_reads(k, flags)
@@ -543,7 +550,7 @@ def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     gap_before = 0
     geometry = mm_geometry(r, flags)
     for tile in geometry:
-        total += max(tile.rt * kw + 1, gap_before)
+        total += max(tile.rt * al + 1, gap_before)
         passes = -(-columns // tile.cols)
         total += reads + (passes - 1) * max(reads, tile.gap)
         gap_before = tile.gap
@@ -551,7 +558,7 @@ def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     read_to_res, _dot_words, _dot_period, bias_lines = _mm_constants(_config.active().n)
     bias_reads = bias_lines if flags & MM_BIAS else 0
     cycles = total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
-    return MmTiming(cycles, 3 + geometry[0].rt * kw, total, mm_chain_gap(gap_before))
+    return MmTiming(cycles, 3 + geometry[0].rt * al, total, mm_chain_gap(gap_before))
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
