@@ -54,9 +54,11 @@
 // tags of a read carry its form and reduction flags, the array's form changes with its layout,
 // each writer job names its MM's parameter bank (flags, bias, scale, row step, window) and the slot
 // stage hands its scale to the requant bank and its form to the write. The new MM's first B read
-// waits (in P_ATURN) until gap = max(G of the old one's last tile, 2N) cycles after the old one's
-// last read: the old results and bias words are read, and the old operands have left the edge
-// delays and the array's rows, before anything of the new one arrives (isa.mm_chain_pad).
+// waits (in P_ATURN of its first tile) until gap = max(G of the old one's last tile, 2N) cycles
+// after the old one's last read when the array's layout changes: the old results and bias words
+// are read, and the old operands have left the edge delays and the array's rows, before anything
+// of the new one arrives. On the same layout it follows as the next pass of one MM would: its
+// first pass's last B read G or more cycles after the old one's last B read (isa.mm_chain_gap).
 module ga2_mm #(
     parameter integer AW = 12  // scratchpad address bits (11..14)
 ) (
@@ -269,22 +271,45 @@ module ga2_mm #(
     // (chain_wait, checked in P_ATURN): the old results and bias words leave the array and the bias
     // registers in time (G), and the old operands the array's edges and rows before its layout
     // changes (2N).
+    // On the same layout (the old MM's last batch tile and the new one's first: BROWS with the same
+    // rows and groups, or both dot form) the new MM's passes follow like passes of one MM: its first
+    // pass's last B read comes G (the old tile's) or more cycles after the old one's last B read, so
+    // its first B read waits until chain_same <= its pass's B reads + 1 (isa.mm_chain_gap).
     localparam integer LAYOUT_GAP = 2 * N;
     reg          fpar;                // the front's MM: its parameter bank (the writer's, below)
     reg [1:0]    inflight;            // MMs started and not done
     reg [WB-1:0] chain_wait;          // counts down from chain_gap at an MM's last read
+    reg [WB-1:0] chain_same;          // counts down from G less the bias reads at an MM's last read
+    reg          lay_o_brows;         // the layout of that MM's last tile
+    reg [RB-1:0] lay_o_rt;
+    reg [2:0]    lay_o_g;
     wire [WB-1:0] chain_gap = (t_gap > LAYOUT_GAP[WB-1:0]) ? t_gap : LAYOUT_GAP[WB-1:0];
     wire         front_end;           // the MM's last read (below)
     always @(posedge clk) begin
         if (rst) begin
             inflight <= 2'd0;
             chain_wait <= {WB{1'b0}};
+            chain_same <= {WB{1'b0}};
+            lay_o_brows <= 1'b0;
+            lay_o_rt <= {RB{1'b0}};
+            lay_o_g <= 3'd0;
         end else begin
             inflight <= inflight + {1'b0, start} - {1'b0, done};
             if (front_end) chain_wait <= chain_gap;
             else if (chain_wait != {WB{1'b0}}) chain_wait <= chain_wait - {{(WB-1){1'b0}}, 1'b1};
+            if (front_end) chain_same <= t_gap - (biasf ? BL[WB-1:0] : {WB{1'b0}});
+            else if (chain_same != {WB{1'b0}}) chain_same <= chain_same - {{(WB-1){1'b0}}, 1'b1};
+            if (front_end) begin
+                lay_o_brows <= brows;
+                lay_o_rt <= t_rt;
+                lay_o_g <= t_g;
+            end
         end
     end
+    reg          tile_one;            // the A load or first pass of the MM's first batch tile
+    wire         same_layout = (brows == lay_o_brows) && (!brows || ((t_rt == lay_o_rt) && (t_g == lay_o_g)));
+    wire         chain_ok = !tile_one || (same_layout ? ({{(11-WB){1'b0}}, chain_same} <= b_reads + 11'd1)
+                                                      : (chain_wait <= {{(WB-1){1'b0}}, 1'b1}));
     assign take = (phase == P_IDLE) || ((phase == P_DRAIN) && (inflight == 2'd1));
     assign more = (inflight == 2'd2);
 
@@ -401,6 +426,7 @@ module ga2_mm #(
             a_row <= {NB{1'b0}};
             a_word <= 9'd0;
             a_rlast <= 1'b0;
+            tile_one <= 1'b0;
             a_ptr <= {AW{1'b0}};
             tile <= 16'd0;
             half <= 1'b0;
@@ -452,6 +478,7 @@ module ga2_mm #(
                     a_row <= {NB{1'b0}};
                     a_word <= 9'd0;
                     a_rlast <= (alines == 7'd1);
+                    tile_one <= 1'b1;
                     phase <= P_AREAD;
                 end
                 P_APAD: begin
@@ -478,9 +505,10 @@ module ga2_mm #(
                     begin_pass(t_first, 1'b0, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
-                    if (chain_wait <= {{(WB-1){1'b0}}, 1'b1}) begin
+                    if (chain_ok) begin
                         phase <= P_BREAD;
                         in_b <= 1'b1;
+                        tile_one <= 1'b0;
                     end
                 end
                 P_BPAD: begin

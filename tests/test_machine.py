@@ -119,14 +119,22 @@ def test_overlap_where_the_engines_conflict_is_rejected_naming_the_kind(first, s
         run_program(data + first + asm.overlap(second) + asm.halt(), ext, 64)
 
 
-def test_a_chained_matmul_starts_while_the_one_before_it_drains():
+@pytest.mark.parametrize("dot, cycles, gap", [
+    (False, 37, 0),  # the same layout (BROWS, one row, four groups): max(0, G - 16 B reads) = 0
+    (True, 34, 8),   # the dot form changes the layout: max(G, 2N) = 8
+])
+def test_a_chained_matmul_starts_while_the_one_before_it_drains(dot, cycles, gap):
     """Two independent one-row matmuls, the second with CHAIN: the engine takes it in the cycle
     after the first one's last read (1 setup + 2 of A load, one line and its write, + 16 B reads =
-    19 execute cycles: docs/isa.md), and its first B read (its own cycle 3 + 1 = 4) waits until the first one's last
-    read + max(G = 4 + 4 - 1, 2N = 8) + 1; the results are the same as one after the other."""
+    19 execute cycles: docs/isa.md), and its first B read (its own cycle 3 + 1 = 4) comes no sooner
+    than the first one's last read + gap + 1. On the first one's layout the second follows as its
+    next pass would: its last B read G = 4 + 4 - 1 = 7 or more after the first one's, which its
+    own 16 B reads already give (gap 0); a dot-form second (1 x 16 x 4: 1 + 2 + 16 reads, then
+    9 + 6 to its one slot's write: 34 cycles) changes the layout and waits max(G, 2N = 8). The
+    results are the same as one after the other."""
     data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
     one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
-    two = asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    two = asm.mm(4, 20, 1200, 1, 16, 4, out8=True) if dot else asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
     ext = list(range(7, 107))
     apart = Machine.with_ext(ext, 256, events=True)
     apart.run(data + one + two + asm.halt())
@@ -135,8 +143,8 @@ def test_a_chained_matmul_starts_while_the_one_before_it_drains():
     go = {e.pc: e.cycle for e in chained.events if e.kind == "go"}
     done = {e.pc: e.cycle for e in chained.events if e.kind == "done"}
     assert go[4] == go[3] + 19 + 1
-    first_read = max(go[4] + 4, go[3] + 19 + 8 + 1)
-    assert done[4] - go[4] == 37 + (first_read - (go[4] + 4))
+    first_read = max(go[4] + 4, go[3] + 19 + gap + 1)
+    assert done[4] - go[4] == cycles + (first_read - (go[4] + 4))
     assert chained.counters.mm_busy == done[4] - go[3]  # c2: cycles some MM executes
     assert chained.counters.hold_unit == apart.counters.hold_unit - (37 + 1 - 20)
     assert (chained.sram == apart.sram).all() and (chained.ext == apart.ext).all()

@@ -299,7 +299,7 @@ class _Emitter:
         self.notes.append(note)
         cycles = eff.cycles
         if eff.mm is not None and before is not None:
-            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm.gap)
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm)
         if engine == "mmvec":
             if chained and self.free[engine] > self.t + 1:
                 self.mm_before_done = self.free[engine] - 1

@@ -513,10 +513,19 @@ class MmTiming(NamedTuple):
     cycles: int  # execute cycles: its last write is in cycle `cycles`
     first_read: int  # its first B read: 3 + rt * ceil(kw/4) (the setup cycle, the first tile's A load, one turn)
     front: int  # its last read (bias reads included): the engine takes a CHAIN MM from the next cycle
-    gap: int  # a CHAIN MM after it makes its first B read no sooner than gap + 1 cycles after `front`
+    gap: int  # a CHAIN MM after it that changes the array's layout reads B no sooner than gap + 1 cycles after `front`
+    first_layout: tuple[int, int, int]  # the array's layout for its first batch tile (``mm_layout``)
+    last_layout: tuple[int, int, int]  # and for its last
+    last_g: int  # its last tile's G less the bias reads of a pass: its last B read to the next pass's
+    pass_b: int  # the B reads of one of its passes (bias reads not counted)
 
 
-def mm_chain_gap(last_tile_gap: int) -> int:
+def mm_layout(tile: MmTile, flags: int) -> tuple[int, int, int]:
+    """The array's layout for a batch tile: (BROWS, rt, g); the dot form's is one whatever rt."""
+    return (1, tile.rt, tile.g) if flags & MM_BROWS else (0, 0, 1)
+
+
+def mm_layout_gap(last_tile_gap: int) -> int:
     """The fewest cycles between an MM's last read and the first B read of a CHAIN MM after it,
     minus one: the last pass's G (its results and bias words leave the array and the bias
     registers before the next pass's arrive), and at least 2N, so that the operands of its last
@@ -558,7 +567,21 @@ def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     read_to_res, _dot_words, _dot_period, bias_lines = _mm_constants(_config.active().n)
     bias_reads = bias_lines if flags & MM_BIAS else 0
     cycles = total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
-    return MmTiming(cycles, 3 + geometry[0].rt * al, total, mm_chain_gap(gap_before))
+    return MmTiming(cycles, 3 + geometry[0].rt * al, total, mm_layout_gap(gap_before),
+                    mm_layout(geometry[0], flags), mm_layout(geometry[-1], flags), gap_before - bias_reads,
+                    reads - bias_reads)
+
+
+def mm_chain_gap(earlier: MmTiming, later: MmTiming) -> int:
+    """The fewest cycles between an MM's last read and the first B read of a CHAIN MM after it,
+    minus one. On the array's layout of the earlier one's last tile, the later one's passes follow
+    like the passes of one MM: its first pass's last B read comes G (the earlier one's last tile's)
+    or more cycles after the earlier one's last B read, so that the earlier one's results and bias
+    words have left the array and the bias registers first. A change of layout waits
+    ``mm_layout_gap`` after the last read, so that the operands have left the array too."""
+    if earlier.last_layout == later.first_layout:
+        return max(0, earlier.last_g - later.pass_b)
+    return earlier.gap
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
@@ -566,12 +589,12 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     return mm_timing(r, k, m, flags, first, tiles).cycles
 
 
-def mm_chain_pad(later: MmTiming, issue: int, earlier_front: int, earlier_gap: int) -> int:
+def mm_chain_pad(later: MmTiming, issue: int, earlier_front: int, earlier: MmTiming) -> int:
     """Cycles a CHAIN MM issued in cycle `issue` waits before its first B read (after its A load),
-    when the MM before it made its last read in cycle `earlier_front` (absolute cycles): its first
-    B read comes no sooner than earlier_front + earlier_gap + 1. Its execute cycles are
-    ``later.cycles`` plus this pad."""
-    return max(0, earlier_front + earlier_gap + 1 - (issue + later.first_read))
+    when the MM before it (`earlier`) made its last read in cycle `earlier_front` (absolute
+    cycles): its first B read comes no sooner than earlier_front + ``mm_chain_gap`` + 1. Its
+    execute cycles are ``later.cycles`` plus this pad."""
+    return max(0, earlier_front + mm_chain_gap(earlier, later) + 1 - (issue + later.first_read))
 
 
 def _group_words() -> int:
