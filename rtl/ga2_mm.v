@@ -583,6 +583,7 @@ module ga2_mm #(
     reg [RB-1:0] tg1_rt, tg2_rt;
     // worked out from the front's parameters in stage 1, when they are still the read's MM's
     reg          tg2_brows, tg2_kin, tg2_dlast;
+    reg [2:0]    tg2_g;               // the read's tile's groups (the layout's; BROWS and BIAS are the front's)
     always @(posedge clk) begin
         if (rst) begin
             tg1_kind <= T_NONE;
@@ -608,6 +609,7 @@ module ga2_mm #(
             tg1_rt <= {RB{1'b0}};
             tg2_rt <= {RB{1'b0}};
             tg2_brows <= 1'b0;
+            tg2_g <= 3'd0;
             tg2_kin <= 1'b0;
             tg2_dlast <= 1'b0;
         end else if (run) begin
@@ -634,6 +636,7 @@ module ga2_mm #(
             tg2_cols <= tg1_cols;
             tg2_rt <= tg1_rt;
             tg2_brows <= brows;
+            tg2_g <= groups_of(tg1_rt);
             tg2_kin <= {6'd0, tg1_k} < kl;
             tg2_dlast <= {{PB{1'b0}}, tg1_k[9:PB]} == {1'b0, dot_lines} - 10'd1;
         end
@@ -838,7 +841,7 @@ module ga2_mm #(
             arr_brows <= tg2_brows;
             for (i = 0; i < N; i = i + 1) begin
                 if (tg2_brows) begin
-                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, groups_of(tg2_rt));
+                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, tg2_g);
                 end else begin
                     lay_lane[i*NB +: NB] <= i[NB-1:0];
                     lay_group[i*GB +: GB] <= {GB{1'b0}};
