@@ -1078,7 +1078,8 @@ def _store_fits(out: _Emitter, entry: tuple) -> bool:
     if any(isa.banks_of(eff.reads) & banks for eff in running):
         return False
     twin = out.dma.copy()
-    return twin.issue(twin.room_at(out.t), False, span, words).end <= max(out.free.values())
+    ext = np.arange(first.ext, first.ext + words)
+    return twin.issue(twin.room_at(out.t), False, span, words, ext_words=ext).end <= max(out.free.values())
 
 
 def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],
