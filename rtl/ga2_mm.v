@@ -8,8 +8,8 @@
 // so a program can run the part of a matmul whose weights have arrived. A column tile is one word
 // of an int8 output row (four columns) whatever N is: the data layout does not depend on the array.
 //
-// Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, one word per
-// cycle). Then B streams from the scratchpad in passes of one reduction each, a pass computing
+// Dataflow. A batch tile's A rows are first copied into rowmem (one bank per row, a line of up to
+// four of the row's words per cycle). Then B streams from the scratchpad in passes of one reduction each, a pass computing
 // `cols` output columns of every row of the tile:
 //   BROWS: cycle k of a pass reads one line (up to four consecutive words) of B row k. The array
 //          runs g groups of rt rows side by side, each on N columns, all fed the same A rows: g is
@@ -29,10 +29,11 @@
 // before it with no gap, and each PE keeps its finished sum in `res` while the next pass streams in.
 //
 // Timing (exact; model/capra/isa.py:mm_cycles is the same arithmetic). The start cycle is 0;
-// cycle 1 works out the first batch tile. Then, per batch tile b (kw = ceil(K/4)):
-//   A load step   max(rt*kw + 1, G of tile b-1) cycles, the first tile's just rt*kw + 1: pad
-//                 cycles, rt*kw reads, one cycle for the last rowmem write to land. A tile before
-//                 another is full (rt = N, so G >= 2N-1): its operands leave the array before the
+// cycle 1 works out the first batch tile. Then, per batch tile b (kw = ceil(K/4), AL = ceil(kw/4)):
+//   A load step   max(rt*AL + 1, G of tile b-1) cycles, the first tile's just rt*AL + 1: pad
+//                 cycles, rt*AL line reads (words 4i .. 4i+3 of a row in its read i, the last
+//                 read of a row its last kw mod 4 words), one cycle for the last rowmem write to
+//                 land. A tile before another is full (rt = N, so G >= 2N-1): its operands leave the array before the
 //                 next tile's group layout takes effect.
 //   passes        ceil(4 * window tiles / cols) of them; a pass takes P = (BROWS ? K : PER *
 //                 ceil(kw/DOTW)) cycles plus, with BIAS, BL = ceil(N/4) line reads of its bias words
@@ -53,9 +54,11 @@
 // tags of a read carry its form and reduction flags, the array's form changes with its layout,
 // each writer job names its MM's parameter bank (flags, bias, scale, row step, window) and the slot
 // stage hands its scale to the requant bank and its form to the write. The new MM's first B read
-// waits (in P_ATURN) until gap = max(G of the old one's last tile, 2N) cycles after the old one's
-// last read: the old results and bias words are read, and the old operands have left the edge
-// delays and the array's rows, before anything of the new one arrives (isa.mm_chain_pad).
+// waits (in P_ATURN of its first tile) until gap = max(G of the old one's last tile, 2N) cycles
+// after the old one's last read when the array's layout changes: the old results and bias words
+// are read, and the old operands have left the edge delays and the array's rows, before anything
+// of the new one arrives. On the same layout it follows as the next pass of one MM would: its
+// first pass's last B read G or more cycles after the old one's last B read (isa.mm_chain_gap).
 module ga2_mm #(
     parameter integer AW = 12  // scratchpad address bits (11..14)
 ) (
@@ -115,6 +118,9 @@ module ga2_mm #(
     reg [AW-1:0] b_r, qbias_r;
     reg [5:0]  qs_r;
     reg [8:0]  kw;                    // words of a K row: ceil(K/4) <= 256
+    reg [6:0]  alines;                // line reads of an A row: ceil(kw/4) <= 64
+    reg [3:0]  a_tmask;               // the words of an A row's last line: kw mod 4 of them (4 when 0)
+    reg [2:0]  a_tstep;               // and their count, from it to the next row's first word
     reg [8:0]  dot_lines;             // dot form: reads of one B row, ceil(kw / DOTW)
     reg [AW-1:0] tiles;               // column tiles: ceil(M/4) (a word row of an operand: < the scratchpad)
     reg [AW-1:0] nkw;                 // dot form: N B rows, N*kw words (the next pass's first row)
@@ -204,8 +210,8 @@ module ga2_mm #(
     reg [WB-1:0] t_pass_pad;          // max(0, G - pass_reads)
     reg [RB-1:0] rt_all;              // rows_of(R): the first tile's rows, latched with the instruction
     reg [RB-1:0] n_rt;                // the next tile
-    reg [10:0]   n_aload;             // rt*kw + 1 for the next tile
-    reg [WB-1:0] n_aload_pad;         // max(rt*kw + 1, G) - (rt*kw + 1) for the next tile
+    reg [10:0]   n_aload;             // rt*alines + 1 for the next tile
+    reg [WB-1:0] n_aload_pad;         // max(rt*alines + 1, G) - (rt*alines + 1) for the next tile
     // ------------------------------------------------------------------- the read sequencer
     // One step after another: an A load (pad, reads, turnaround) or a pass (pad, reads).
     localparam [2:0] P_IDLE = 3'd0, P_SETUP = 3'd1, P_APAD = 3'd2, P_AREAD = 3'd3, P_ATURN = 3'd4,
@@ -213,7 +219,8 @@ module ga2_mm #(
     reg [2:0]    phase;
     reg [10:0]   cnt;                 // pad cycles left, or the cycle within a pass
     reg [NB-1:0] a_row;
-    reg [8:0]    a_word;
+    reg [8:0]    a_word;              // the A load's line of its row
+    reg          a_rlast;             // and it is the row's last line
     reg [AW-1:0] a_ptr;
     reg [15:0]   tile;                // the pass's first column tile
     reg          half;                // N = 2: the pass is the second half of its tile
@@ -250,7 +257,7 @@ module ga2_mm #(
             t_gap <= gap_now;
             t_pass_pad <= ({{(11-WB){1'b0}}, t_gap} > pass_reads) ? (t_gap - pass_reads[WB-1:0]) : {WB{1'b0}};
             n_rt <= rows_of(left_after);
-            n_aload <= words_times(kw, n_rt) + 11'd1;  // a stage of its own: a tile's A load and pass come before its use
+            n_aload <= words_times({2'b00, alines}, n_rt) + 11'd1;  // a stage of its own: a tile's A load and pass come before its use
             n_aload_pad <= ({{(11-WB){1'b0}}, t_gap} > n_aload) ? (t_gap - n_aload[WB-1:0]) : {WB{1'b0}};
         end
     end
@@ -264,22 +271,45 @@ module ga2_mm #(
     // (chain_wait, checked in P_ATURN): the old results and bias words leave the array and the bias
     // registers in time (G), and the old operands the array's edges and rows before its layout
     // changes (2N).
+    // On the same layout (the old MM's last batch tile and the new one's first: BROWS with the same
+    // rows and groups, or both dot form) the new MM's passes follow like passes of one MM: its first
+    // pass's last B read comes G (the old tile's) or more cycles after the old one's last B read, so
+    // its first B read waits until chain_same <= its pass's B reads + 1 (isa.mm_chain_gap).
     localparam integer LAYOUT_GAP = 2 * N;
     reg          fpar;                // the front's MM: its parameter bank (the writer's, below)
     reg [1:0]    inflight;            // MMs started and not done
     reg [WB-1:0] chain_wait;          // counts down from chain_gap at an MM's last read
+    reg [WB-1:0] chain_same;          // counts down from G less the bias reads at an MM's last read
+    reg          lay_o_brows;         // the layout of that MM's last tile
+    reg [RB-1:0] lay_o_rt;
+    reg [2:0]    lay_o_g;
     wire [WB-1:0] chain_gap = (t_gap > LAYOUT_GAP[WB-1:0]) ? t_gap : LAYOUT_GAP[WB-1:0];
     wire         front_end;           // the MM's last read (below)
     always @(posedge clk) begin
         if (rst) begin
             inflight <= 2'd0;
             chain_wait <= {WB{1'b0}};
+            chain_same <= {WB{1'b0}};
+            lay_o_brows <= 1'b0;
+            lay_o_rt <= {RB{1'b0}};
+            lay_o_g <= 3'd0;
         end else begin
             inflight <= inflight + {1'b0, start} - {1'b0, done};
             if (front_end) chain_wait <= chain_gap;
             else if (chain_wait != {WB{1'b0}}) chain_wait <= chain_wait - {{(WB-1){1'b0}}, 1'b1};
+            if (front_end) chain_same <= t_gap - (biasf ? BL[WB-1:0] : {WB{1'b0}});
+            else if (chain_same != {WB{1'b0}}) chain_same <= chain_same - {{(WB-1){1'b0}}, 1'b1};
+            if (front_end) begin
+                lay_o_brows <= brows;
+                lay_o_rt <= t_rt;
+                lay_o_g <= t_g;
+            end
         end
     end
+    reg          tile_one;            // the A load or first pass of the MM's first batch tile
+    wire         same_layout = (brows == lay_o_brows) && (!brows || ((t_rt == lay_o_rt) && (t_g == lay_o_g)));
+    wire         chain_ok = !tile_one || (same_layout ? ({{(11-WB){1'b0}}, chain_same} <= b_reads + 11'd1)
+                                                      : (chain_wait <= {{(WB-1){1'b0}}, 1'b1}));
     assign take = (phase == P_IDLE) || ((phase == P_DRAIN) && (inflight == 2'd1));
     assign more = (inflight == 2'd2);
 
@@ -290,7 +320,7 @@ module ga2_mm #(
     wire        more_passes = (half_pass && !half) || (next_tile < t_end);
     wire        more_tiles  = r_left > N[15:0];
 
-    wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && (a_word == kw - 9'd1);
+    wire        a_last      = ({1'b0, a_row} == t_rt - 1'b1) && a_rlast;
     reg         in_b;                 // a pass's B read: phase == P_BREAD && cnt < b_reads, kept by the sequencer
     wire        in_bias     = (phase == P_BREAD) && !in_b;
     wire        pass_end    = (phase == P_BREAD) && (cnt == pass_reads_m1);
@@ -347,7 +377,7 @@ module ga2_mm #(
     wire [AW-1:0]   bias_at = qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0}
                               + {{(AW-3){1'b0}}, bias_l1, 2'b00};
     wire [3:0]      bias_mask = bias_l1 ? pass_cols[(BL > 1 ? 7 : 3) -: 4] : pass_cols[3:0];
-    assign rd_mask = (phase == P_AREAD) ? 4'b0001 :
+    assign rd_mask = (phase == P_AREAD) ? (a_rlast ? a_tmask : 4'b1111) :
                      in_b ? (brows ? pass_words : dot_mask) :
                      in_bias ? bias_mask : 4'd0;
     assign rd_addr = (phase == P_AREAD) ? a_ptr : in_b ? b_addr : bias_at;
@@ -378,6 +408,9 @@ module ga2_mm #(
             qbias_r <= {AW{1'b0}};
             qs_r <= 6'd0;
             kw <= 9'd0;
+            alines <= 7'd0;
+            a_tmask <= 4'd0;
+            a_tstep <= 3'd0;
             dot_lines <= 9'd0;
             nkw <= {AW{1'b0}};
             tiles <= {AW{1'b0}};
@@ -392,6 +425,8 @@ module ga2_mm #(
             cnt <= 11'd0;
             a_row <= {NB{1'b0}};
             a_word <= 9'd0;
+            a_rlast <= 1'b0;
+            tile_one <= 1'b0;
             a_ptr <= {AW{1'b0}};
             tile <= 16'd0;
             half <= 1'b0;
@@ -418,6 +453,7 @@ module ga2_mm #(
                     qbias_r <= qbias;
                     a_ptr <= a_base;
                     kw <= k_len[10:2] + {8'd0, k_len[1] | k_len[0]};
+                    alines <= k_len[10:4] + {6'd0, |k_len[3:0]};
                     tiles <= m_total[AW+1:2] + {{(AW-1){1'b0}}, m_total[1] | m_total[0]};
                     t_first <= {8'd0, win_first};
                     t_end <= (win_tiles == 4'd0) ? {2'd0, m_total[15:2]} + {15'd0, m_total[1] | m_total[0]}
@@ -436,21 +472,28 @@ module ga2_mm #(
                     t_rt <= rt_all;
                     t_g <= groups_of(rt_all);
                     t_w <= slots_of(rt_all, groups_of(rt_all));
+                    a_tmask <= (kw[1:0] == 2'd0) ? 4'b1111 : (kw[1:0] == 2'd1) ? 4'b0001
+                             : (kw[1:0] == 2'd2) ? 4'b0011 : 4'b0111;
+                    a_tstep <= (kw[1:0] == 2'd0) ? 3'd4 : {1'b0, kw[1:0]};
                     a_row <= {NB{1'b0}};
                     a_word <= 9'd0;
+                    a_rlast <= (alines == 7'd1);
+                    tile_one <= 1'b1;
                     phase <= P_AREAD;
                 end
                 P_APAD: begin
                     cnt <= cnt - 11'd1;
                     if (cnt == 11'd1) phase <= P_AREAD;
                 end
-                P_AREAD: begin
-                    a_ptr <= a_ptr + {{(AW-1){1'b0}}, 1'b1};
-                    if (a_word == kw - 9'd1) begin
+                P_AREAD: begin  // a line of an A row: four words, or the row's last kw mod 4
+                    a_ptr <= a_ptr + {{(AW-3){1'b0}}, a_rlast ? a_tstep : 3'd4};
+                    if (a_rlast) begin
                         a_word <= 9'd0;
                         a_row <= a_row + 1'b1;
+                        a_rlast <= (alines == 7'd1);
                     end else begin
                         a_word <= a_word + 9'd1;
+                        a_rlast <= (a_word + 9'd2 == {2'b00, alines});
                     end
                     if (a_last) phase <= P_ATURN;
                 end
@@ -462,9 +505,10 @@ module ga2_mm #(
                     begin_pass(t_first, 1'b0, t_g);
                     tile_start <= 1'b1;
                     cnt <= 11'd0;
-                    if (chain_wait <= {{(WB-1){1'b0}}, 1'b1}) begin
+                    if (chain_ok) begin
                         phase <= P_BREAD;
                         in_b <= 1'b1;
+                        tile_one <= 1'b0;
                     end
                 end
                 P_BPAD: begin
@@ -510,6 +554,7 @@ module ga2_mm #(
                             t_out <= t_out + (row_step << NB);
                             a_row <= {NB{1'b0}};
                             a_word <= 9'd0;
+                            a_rlast <= (alines == 7'd1);
                             cnt <= {{(11-WB){1'b0}}, n_aload_pad};
                             phase <= (n_aload_pad != {WB{1'b0}}) ? P_APAD : P_AREAD;
                         end else begin
@@ -529,7 +574,8 @@ module ga2_mm #(
     localparam [1:0] T_NONE = 2'd0, T_A = 2'd1, T_B = 2'd2, T_BIAS = 2'd3;
     reg [1:0]    tg1_kind, tg2_kind;
     reg [NB-1:0] tg1_arow, tg2_arow;
-    reg [7:0]    tg1_aword, tg2_aword;
+    reg [5:0]    tg1_aword, tg2_aword;  // an A read: its line of the row (< 64)
+    reg [3:0]    tg1_amask, tg2_amask;  // and the words it read
     reg [9:0]    tg1_k, tg2_k;        // the step: BROWS the reduction step, dot the cycle of the pass
     reg          tg1_first, tg2_first, tg1_last, tg2_last, tg1_new, tg2_new;
     reg          tg1_bl, tg2_bl;
@@ -537,14 +583,17 @@ module ga2_mm #(
     reg [RB-1:0] tg1_rt, tg2_rt;
     // worked out from the front's parameters in stage 1, when they are still the read's MM's
     reg          tg2_brows, tg2_kin, tg2_dlast;
+    reg [2:0]    tg2_g;               // the read's tile's groups (the layout's; BROWS and BIAS are the front's)
     always @(posedge clk) begin
         if (rst) begin
             tg1_kind <= T_NONE;
             tg2_kind <= T_NONE;
             tg1_arow <= {NB{1'b0}};
             tg2_arow <= {NB{1'b0}};
-            tg1_aword <= 8'd0;
-            tg2_aword <= 8'd0;
+            tg1_aword <= 6'd0;
+            tg2_aword <= 6'd0;
+            tg1_amask <= 4'd0;
+            tg2_amask <= 4'd0;
             tg1_k <= 10'd0;
             tg2_k <= 10'd0;
             tg1_first <= 1'b0;
@@ -560,12 +609,14 @@ module ga2_mm #(
             tg1_rt <= {RB{1'b0}};
             tg2_rt <= {RB{1'b0}};
             tg2_brows <= 1'b0;
+            tg2_g <= 3'd0;
             tg2_kin <= 1'b0;
             tg2_dlast <= 1'b0;
         end else if (run) begin
             tg1_kind <= (phase == P_AREAD) ? T_A : in_b ? T_B : in_bias ? T_BIAS : T_NONE;
             tg1_arow <= a_row;
-            tg1_aword <= a_word[7:0];
+            tg1_aword <= a_word[5:0];
+            tg1_amask <= rd_mask;
             tg1_k <= cnt[9:0];
             tg1_first <= (cnt == 11'd0);
             tg1_last <= last_b;
@@ -576,6 +627,7 @@ module ga2_mm #(
             tg2_kind <= tg1_kind;
             tg2_arow <= tg1_arow;
             tg2_aword <= tg1_aword;
+            tg2_amask <= tg1_amask;
             tg2_k <= tg1_k;
             tg2_first <= tg1_first;
             tg2_last <= tg1_last;
@@ -584,6 +636,7 @@ module ga2_mm #(
             tg2_cols <= tg1_cols;
             tg2_rt <= tg1_rt;
             tg2_brows <= brows;
+            tg2_g <= groups_of(tg1_rt);
             tg2_kin <= {6'd0, tg1_k} < kl;
             tg2_dlast <= {{PB{1'b0}}, tg1_k[9:PB]} == {1'b0, dot_lines} - 10'd1;
         end
@@ -593,7 +646,7 @@ module ga2_mm #(
     wire [N*32-1:0] rm_data;
     rowmem #(.NB(N), .DEPTH(GA2_MM_MAX_K / 4), .AW(8), .BW(NB)) u_rowmem (
         .clk(clk),
-        .we(tg2_kind == T_A), .wbank(tg2_arow), .waddr(tg2_aword), .wdata(rd_data[31:0]),
+        .we(tg2_kind == T_A), .wbank(tg2_arow), .wline(tg2_aword), .wmask(tg2_amask), .wdata(rd_data),
         .re(tg1_kind == T_B), .raddr(tg1_k[9:2]), .rdata(rm_data)
     );
 
@@ -788,7 +841,7 @@ module ga2_mm #(
             arr_brows <= tg2_brows;
             for (i = 0; i < N; i = i + 1) begin
                 if (tg2_brows) begin
-                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, groups_of(tg2_rt));
+                    {lay_inj[i], lay_group[i*GB +: GB], lay_lane[i*NB +: NB]} <= place(i, tg2_rt, tg2_g);
                 end else begin
                     lay_lane[i*NB +: NB] <= i[NB-1:0];
                     lay_group[i*GB +: GB] <= {GB{1'b0}};

@@ -67,21 +67,22 @@ def test_cycle_counts_follow_the_documented_formulas():
     #          the DMA is busy in cycles 1..22 (22 cycles)
     # cycle 1  WAIT stalls in 1..22 (22 cycles) and goes at 23
     # cycle 24 QCFG
-    # cycle 25 MM, dot form, R = 1, K = 8 (2 words), M = 4: setup (1), A load of 2 words plus the
-    #          turnaround (3), one pass of 4 * 2 reads (its last in execute cycle 12); the writer reads
-    #          its single slot 9 cycles later (21) and writes it 6 later: done in execute cycle 27
-    # cycle 53 VEC RELU of 9 elements (3 words): setup, reads in 2..4, the last word's data in 6,
+    # cycle 25 MM, dot form, R = 1, K = 8 (2 words), M = 4: setup (1), A load of one line of 2 words
+    #          plus the turnaround (2), one pass of 4 * 2 reads (its last in execute cycle 11); the
+    #          writer reads its single slot 9 cycles later (20) and writes it 6 later: done in execute
+    #          cycle 26
+    # cycle 52 VEC RELU of 9 elements (3 words): setup, reads in 2..4, the last word's data in 6,
     #          written 8 cycles later (products, sum, the requant bank's five stages, the write): 14
-    # cycle 68 SMAX of 9 (3 words): pass 1 reads in 2..4 and its maximum is final two cycles after
+    # cycle 67 SMAX of 9 (3 words): pass 1 reads in 2..4 and its maximum is final two cycles after
     #          the last word's data (a tree, then the running max), so pass 2 reads in 6..8; the sink's
     #          slot in 9 reaches the sum in 15, the division starts in 16 and is done in 49, pass 3 reads
     #          in 50..52 and its last word is written in 59: 59 cycles
-    # cycle 128 HALT with nothing in flight: 129 cycles in all
+    # cycle 127 HALT with nothing in flight: 128 cycles in all
     # The sequencer decodes each instruction in the cycle after it issued the last: the VEC in 26
-    # waits for the matmul's engine until 53 (h_unit 27); the SMAX, without OVERLAP, in 54 waits
-    # for that engine to finish the VEC until 68, and HALT in 69 for the softmax until 128 (h_sync).
-    mm, vec, smax = 27, 14, 59
-    assert m.counters.with_holds() == [129, 22, mm, vec + smax, 22, mm, vec + smax]
+    # waits for the matmul's engine until 52 (h_unit 26); the SMAX, without OVERLAP, in 53 waits
+    # for that engine to finish the VEC until 67, and HALT in 68 for the softmax until 127 (h_sync).
+    mm, vec, smax = 26, 14, 59
+    assert m.counters.with_holds() == [128, 22, mm, vec + smax, 22, mm, vec + smax]
 
 
 def test_overlap_runs_the_softmax_beside_the_matmul():
@@ -118,14 +119,22 @@ def test_overlap_where_the_engines_conflict_is_rejected_naming_the_kind(first, s
         run_program(data + first + asm.overlap(second) + asm.halt(), ext, 64)
 
 
-def test_a_chained_matmul_starts_while_the_one_before_it_drains():
+@pytest.mark.parametrize("dot, cycles, gap", [
+    (False, 37, 0),  # the same layout (BROWS, one row, four groups): max(0, G - 16 B reads) = 0
+    (True, 34, 8),   # the dot form changes the layout: max(G, 2N) = 8
+])
+def test_a_chained_matmul_starts_while_the_one_before_it_drains(dot, cycles, gap):
     """Two independent one-row matmuls, the second with CHAIN: the engine takes it in the cycle
-    after the first one's last read (1 setup + 5 of A load + 16 B reads = 22 execute cycles:
-    docs/isa.md), and its first B read (its own cycle 3 + 4 = 7) waits until the first one's last
-    read + max(G = 4 + 4 - 1, 2N = 8) + 1; the results are the same as one after the other."""
+    after the first one's last read (1 setup + 2 of A load, one line and its write, + 16 B reads =
+    19 execute cycles: docs/isa.md), and its first B read (its own cycle 3 + 1 = 4) comes no sooner
+    than the first one's last read + gap + 1. On the first one's layout the second follows as its
+    next pass would: its last B read G = 4 + 4 - 1 = 7 or more after the first one's, which its
+    own 16 B reads already give (gap 0); a dot-form second (1 x 16 x 4: 1 + 2 + 16 reads, then
+    9 + 6 to its one slot's write: 34 cycles) changes the layout and waits max(G, 2N = 8). The
+    results are the same as one after the other."""
     data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
     one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)
-    two = asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    two = asm.mm(4, 20, 1200, 1, 16, 4, out8=True) if dot else asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
     ext = list(range(7, 107))
     apart = Machine.with_ext(ext, 256, events=True)
     apart.run(data + one + two + asm.halt())
@@ -133,11 +142,11 @@ def test_a_chained_matmul_starts_while_the_one_before_it_drains():
     chained.run(data + one + asm.chain(two) + asm.halt())
     go = {e.pc: e.cycle for e in chained.events if e.kind == "go"}
     done = {e.pc: e.cycle for e in chained.events if e.kind == "done"}
-    assert go[4] == go[3] + 22 + 1
-    first_read = max(go[4] + 7, go[3] + 22 + 8 + 1)
-    assert done[4] - go[4] == 40 + (first_read - (go[4] + 7))
+    assert go[4] == go[3] + 19 + 1
+    first_read = max(go[4] + 4, go[3] + 19 + gap + 1)
+    assert done[4] - go[4] == cycles + (first_read - (go[4] + 4))
     assert chained.counters.mm_busy == done[4] - go[3]  # c2: cycles some MM executes
-    assert chained.counters.hold_unit == apart.counters.hold_unit - (40 + 1 - 23)
+    assert chained.counters.hold_unit == apart.counters.hold_unit - (37 + 1 - 20)
     assert (chained.sram == apart.sram).all() and (chained.ext == apart.ext).all()
 
 

@@ -646,3 +646,42 @@ def test_running_past_the_last_instruction_halts_as_illegal(sim, tmp_path):
         run_program(code, [], SPAN)
     line = verdict(run_records(sim, [_raw_record(code)], tmp_path)[1])
     assert line == f"FAIL: program 0 halted with status ILLEGAL at instruction {isa.IMEM_INSTRS - 1}", line
+
+
+def _chained_after_one_step(k: int, second: str) -> tuple[list[int], list[int], np.ndarray]:
+    """A one-row BROWS matmul of K = k (four groups side by side, one per column tile) and a CHAIN
+    MM of five rows after it, in the dot form (another layout) or with BROWS (one group); the first
+    one's int8 output as numpy works it out from its operands."""
+    rng = np.random.default_rng(k)
+    ext = [int(w) for w in rng.integers(0, 1 << 32, 200, dtype=np.uint64)]
+    code = asm.load(0, 0, 1, 200) + asm.wait() + asm.qcfg(qa=3000, shift=13)
+    code += asm.mm(0, 16, 300, 1, k, 16, out8=True, brows=True)
+    code += asm.chain(asm.mm(100, 120, 400, 5, 4, 4, brows=second == "brows"))
+    code += asm.store(300, 1000, 1, 4) + asm.store(400, 1010, 1, 20) + asm.halt()
+
+    def int8s(words):
+        return np.array(words, dtype=np.uint32).view(np.int8).astype(np.int64)
+
+    a = int8s(ext[0:isa.words_for(k)])[:k]
+    b = int8s(ext[16:16 + 4 * k]).reshape(k, 16)
+    want = np.clip((a @ b * 3000 + (1 << 12)) >> 13, -128, 127)
+    return code, ext, want
+
+
+@needs_simulators
+def test_a_chained_matmul_of_another_layout_leaves_a_one_step_matmul_its_groups():
+    """A matmul of one reduction step reads its only B line in the cycle before the engine takes
+    the next MM: the array's layout for that step (four groups, one per column tile) must come
+    from the step's own tile, not from the next MM's flags, or three of its four output words
+    are zero. Against numpy, in both simulators (the testbench checks every word and counter
+    against the machine model as well)."""
+    records = []
+    for k in (1, 2):
+        for second in ("dot", "brows"):
+            code, ext, want = _chained_after_one_step(k, second)
+            final = machine.run_program(code, ext, 2048).ext
+            got = np.array([int(w) for w in final[1000:1004]], dtype=np.uint32).view(np.int8)
+            assert list(got) == list(want), (k, second)
+            records.append(image.record(code, ext))
+    assert all(isa.Instr.decode(r.code[16:20]).chain for r in records)
+    _replay_in(records, "chained_after_one_step", isa.EXT_LATENCY, "icarus", "verilator")

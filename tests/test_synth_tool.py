@@ -47,10 +47,11 @@ def test_ram_with_three_asynchronous_reads_fails_naming_it(tmp_path):
 
 @needs_yosys
 def test_a_module_missing_from_the_block_files_is_read_from_rtl(tmp_path):
-    """rowmem's row lists rowmem.v only: its ram_1r1w banks come from rtl/ram_1r1w.v (-libdir)."""
+    """rowmem's row lists rowmem.v only: its ram_1r1w parts (four for each of its four banks) come
+    from rtl/ram_1r1w.v (-libdir)."""
     result = check(tmp_path, "rowmem", Path("rtl/rowmem.v"))
     assert result.passed
-    assert len(result.block_ram) == 4, result.block_ram
+    assert len(result.block_ram) == 4 * 4, result.block_ram
 
 
 @needs_yosys

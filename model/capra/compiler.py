@@ -302,7 +302,7 @@ class _Emitter:
         self.notes.append(note)
         cycles = eff.cycles
         if eff.mm is not None and before is not None:
-            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm.gap)
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm)
         if engine == "mmvec":
             if chained and self.free[engine] > self.t + 1:
                 self.mm_before_done = self.free[engine] - 1
@@ -372,8 +372,13 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
             const_words, ext_words = _place_ext(graph, placed, consts, loads)
             code, notes, cycles = _emit(graph, placed, params, compute, loads, families, chain)
             if best is None or cycles < best[0]:
-                best = (cycles, placed, code, notes, const_words, ext_words)
-    _cycles, placed, code, notes, const_words, ext_words = best
+                best = (cycles, placed, code, notes, const_words, ext_words, (compute, loads, chain))
+    # the best of them again, each STORE as early as the work after it allows (kept if it ends sooner)
+    compute, loads, chain = best[6]
+    code, notes, cycles = _emit(graph, best[1], params, compute, loads, families, chain, early_stores=True)
+    if cycles < best[0]:
+        best = (cycles, best[1], code, notes, best[4], best[5], best[6])
+    _cycles, placed, code, notes, const_words, ext_words, _how = best
     if len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
         raise CompileError(f"graph {graph.name!r}: {len(code) // 4} instructions exceed the instruction "
                            f"memory ({isa.IMEM_INSTRS - 1} and a HALT)")
@@ -879,7 +884,7 @@ def _chunks(graph: Graph, node: Node, tensors: dict[str, Tensor]) -> list[tuple[
 
 def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
           compute: list[Node], loads: list[str], families: dict[str, _Family],
-          chain: bool = True) -> tuple[list[int], list[str], int]:
+          chain: bool = True, early_stores: bool = False) -> tuple[list[int], list[str], int]:
     """The instruction stream (see the module docstring), then the remaining stores and HALT; and
     the cycle the emitter's clock (the machine model's timing on the configured memory) says it ends."""
     inside = _concat_parents(graph)
@@ -960,8 +965,14 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         to be answered (the DMA orders them, docs/isa.md), and the DMA is the long pole of a step."""
         if issued < len(units) and after < len(compute):
             return
+        if early_stores and after < len(compute):
+            for entry in [e for e in stores if e[4] <= after < e[0]]:
+                if out.has_room() and _store_fits(out, entry):
+                    stores.remove(entry)
+                    _after, first, names, words, _ready, _readers = entry
+                    out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)} (early)")
         while stores and stores[0][0] <= after and (out.has_room() or after == len(compute)):
-            _ready, first, names, words = stores.pop(0)
+            _after, first, names, words, _ready, _readers = stores.pop(0)
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
@@ -1018,10 +1029,11 @@ def _emit_family(out: _Emitter, graph: Graph, family: _Family, tensors: dict[str
 
 
 def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node], families: dict[str, _Family]
-                  ) -> list[tuple[int, Tensor, list[str], int]]:
+                  ) -> list[tuple[int, Tensor, list[str], int, int, list[int]]]:
     """The outputs' STOREs: neighbours in both memories share one; each may go once the last
     compute node that writes it or reads any of its banks has run (a STORE reading a bank while
-    compute reads it would share a read port). (after which node, first tensor, names, words)"""
+    compute reads it would share a read port). (after which node, first tensor, names, words,
+    the last node that writes its words, the nodes that read its banks)"""
     reads: list[set[int]] = []
     writes: list[list[Tensor]] = []
     for node in compute:
@@ -1049,10 +1061,28 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node],
         end = first.sram + words
         ready = max([i for i, ts in enumerate(writes)
                      if any(t.sram < end and first.sram < t.sram + t.words for t in ts)], default=-1)
-        last_reader = max([i for i, b in enumerate(reads) if b & banks], default=-1)
-        plan.append((max(ready, last_reader), first, names, words))
+        readers = [i for i, b in enumerate(reads) if b & banks]
+        plan.append((max([ready, *readers]), first, names, words, ready, readers))
     plan.sort(key=lambda p: p[0])
     return plan
+
+
+def _store_fits(out: _Emitter, entry: tuple) -> bool:
+    """Whether a STORE whose words are written may go now, before the last node that reads its
+    banks: no instruction that may still run reads them, and by the emitter's clock it ends before
+    the compute engines have finished the work already given to them (so before any node after
+    it can start). Performance only: a node that reads its banks waits for it in any case."""
+    _after, first, _names, words, _ready, _readers = entry
+    span = np.arange(first.sram, first.sram + words)
+    banks = isa.banks_of(span)
+    running = [out.running[e] for e in isa.ENGINES if out.running[e] is not None and out.free[e] > out.t]
+    if out.draining is not None:
+        running.append(out.draining)
+    if any(isa.banks_of(eff.reads) & banks for eff in running):
+        return False
+    twin = out.dma.copy()
+    ext = np.arange(first.ext, first.ext + words)
+    return twin.issue(twin.room_at(out.t), False, span, words, ext_words=ext).end <= max(out.free.values())
 
 
 def _emit_node(out: _Emitter, graph: Graph, node: Node, tensors: dict[str, Tensor], params: dict[str, dict],

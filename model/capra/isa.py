@@ -564,12 +564,21 @@ class MmTiming(NamedTuple):
     cycles counted from its issue cycle (0)."""
 
     cycles: int  # execute cycles: its last write is in cycle `cycles`
-    first_read: int  # its first B read: 3 + rt * kw (the setup cycle, the first tile's A load, one turn)
+    first_read: int  # its first B read: 3 + rt * ceil(kw/4) (the setup cycle, the first tile's A load, one turn)
     front: int  # its last read (bias reads included): the engine takes a CHAIN MM from the next cycle
-    gap: int  # a CHAIN MM after it makes its first B read no sooner than gap + 1 cycles after `front`
+    gap: int  # a CHAIN MM after it that changes the array's layout reads B no sooner than gap + 1 cycles after `front`
+    first_layout: tuple[int, int, int]  # the array's layout for its first batch tile (``mm_layout``)
+    last_layout: tuple[int, int, int]  # and for its last
+    last_g: int  # its last tile's G less the bias reads of a pass: its last B read to the next pass's
+    pass_b: int  # the B reads of one of its passes (bias reads not counted)
 
 
-def mm_chain_gap(last_tile_gap: int) -> int:
+def mm_layout(tile: MmTile, flags: int) -> tuple[int, int, int]:
+    """The array's layout for a batch tile: (BROWS, rt, g); the dot form's is one whatever rt."""
+    return (1, tile.rt, tile.g) if flags & MM_BROWS else (0, 0, 1)
+
+
+def mm_layout_gap(last_tile_gap: int) -> int:
     """The fewest cycles between an MM's last read and the first B read of a CHAIN MM after it,
     minus one: the last pass's G (its results and bias words leave the array and the bias
     registers before the next pass's arrive), and at least 2N, so that the operands of its last
@@ -579,16 +588,23 @@ def mm_chain_gap(last_tile_gap: int) -> int:
     return max(last_tile_gap, 2 * _config.active().n)
 
 
+def mm_a_lines(k: int) -> int:
+    """Line reads that copy one A row of K int8 into rowmem: up to LINE_WORDS of its ceil(K/4)
+    words a read, the row's words 4i .. 4i+3 in read i."""
+    return -(-words_for(k) // LINE_WORDS)
+
+
 def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> MmTiming:
     """Execute cycles of MM (after the fetch cycle); docs/isa.md derives it, rtl/ga2_mm.v runs it.
 
-    One cycle works out the first batch tile. Per batch tile: an A load step (rt * kw reads and one
-    cycle for the last rowmem write; after the first tile at least G of the tile before), then its
+    One cycle works out the first batch tile. Per batch tile: an A load step (rt * ceil(kw / 4) line
+    reads, ``mm_a_lines``, and one cycle for the last rowmem write; after the first tile at least G
+    of the tile before), then its
     passes, ceil(4 * window tiles / cols) of them, each ``mm_pass_reads`` cycles, every pass after a
     tile's first taking max(that, G). The writer finishes MM_READ_TO_RES + MM_WRITE_LAT + W - 1
     cycles after the last pass's last B read (its bias reads come after it).
     """
-    kw = words_for(k)
+    al = mm_a_lines(k)
     start, end = mm_window(m, first, tiles)
     columns = LANES * (end - start)
     reads = mm_pass_reads(k, flags)
@@ -596,7 +612,7 @@ def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     gap_before = 0
     geometry = mm_geometry(r, flags)
     for tile in geometry:
-        total += max(tile.rt * kw + 1, gap_before)
+        total += max(tile.rt * al + 1, gap_before)
         passes = -(-columns // tile.cols)
         total += reads + (passes - 1) * max(reads, tile.gap)
         gap_before = tile.gap
@@ -604,7 +620,21 @@ def mm_timing(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     read_to_res, _dot_words, _dot_period, bias_lines = _mm_constants(_config.active().n)
     bias_reads = bias_lines if flags & MM_BIAS else 0
     cycles = total - bias_reads + read_to_res + MM_WRITE_LAT + last_w - 1
-    return MmTiming(cycles, 3 + geometry[0].rt * kw, total, mm_chain_gap(gap_before))
+    return MmTiming(cycles, 3 + geometry[0].rt * al, total, mm_layout_gap(gap_before),
+                    mm_layout(geometry[0], flags), mm_layout(geometry[-1], flags), gap_before - bias_reads,
+                    reads - bias_reads)
+
+
+def mm_chain_gap(earlier: MmTiming, later: MmTiming) -> int:
+    """The fewest cycles between an MM's last read and the first B read of a CHAIN MM after it,
+    minus one. On the array's layout of the earlier one's last tile, the later one's passes follow
+    like the passes of one MM: its first pass's last B read comes G (the earlier one's last tile's)
+    or more cycles after the earlier one's last B read, so that the earlier one's results and bias
+    words have left the array and the bias registers first. A change of layout waits
+    ``mm_layout_gap`` after the last read, so that the operands have left the array too."""
+    if earlier.last_layout == later.first_layout:
+        return max(0, earlier.last_g - later.pass_b)
+    return earlier.gap
 
 
 def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0) -> int:
@@ -612,12 +642,12 @@ def mm_cycles(r: int, k: int, m: int, flags: int, first: int = 0, tiles: int = 0
     return mm_timing(r, k, m, flags, first, tiles).cycles
 
 
-def mm_chain_pad(later: MmTiming, issue: int, earlier_front: int, earlier_gap: int) -> int:
+def mm_chain_pad(later: MmTiming, issue: int, earlier_front: int, earlier: MmTiming) -> int:
     """Cycles a CHAIN MM issued in cycle `issue` waits before its first B read (after its A load),
-    when the MM before it made its last read in cycle `earlier_front` (absolute cycles): its first
-    B read comes no sooner than earlier_front + earlier_gap + 1. Its execute cycles are
-    ``later.cycles`` plus this pad."""
-    return max(0, earlier_front + earlier_gap + 1 - (issue + later.first_read))
+    when the MM before it (`earlier`) made its last read in cycle `earlier_front` (absolute
+    cycles): its first B read comes no sooner than earlier_front + ``mm_chain_gap`` + 1. Its
+    execute cycles are ``later.cycles`` plus this pad."""
+    return max(0, earlier_front + mm_chain_gap(earlier, later) + 1 - (issue + later.first_read))
 
 
 def _group_words() -> int:

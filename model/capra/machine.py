@@ -313,7 +313,7 @@ class Machine:
         self._await_others(ins, engine)
         cycles = eff.cycles
         if eff.mm is not None and before is not None:
-            cycles += isa.mm_chain_pad(eff.mm, self.t, before[2], before[1].mm.gap)
+            cycles += isa.mm_chain_pad(eff.mm, self.t, before[2], before[1].mm)
         self._event("go", pc, eff.unit)
         self._event("done", pc, eff.unit, self.t + cycles)
         effect()

@@ -340,8 +340,16 @@ def handwritten_programs() -> list[tuple[str, list[int], list[int]]]:
                  + asm.mm(1100, 32, 1200, 1, 16, 16, out8=True, brows=True)   # reads the one before: waits
                  + asm.mm(0, 48, 1300, 1, 16, 16, out8=True, brows=True)      # reads neither: chains
                  + asm.store(1100, 600, 1, 4) + asm.store(1200, 610, 1, 4) + asm.store(1300, 620, 1, 4) + asm.halt())
+    # a matmul of one reduction step makes its only B read in the cycle before the engine takes the
+    # next MM: the array's layout for that step (four groups) must not follow the next MM's flags
+    one_step = (data + asm.qcfg(qa=3000, shift=13)
+                + asm.mm(0, 16, 1100, 1, 1, 16, out8=True, brows=True)
+                + asm.mm(100, 120, 1200, 5, 4, 4)
+                + asm.store(1100, 600, 1, 4) + asm.store(1200, 610, 1, 20) + asm.halt())
     progs += [("back-to-back matmuls of every form, each with its own flags, scale and bias",
                chain_where_allowed(mixed, ext), ext),
+              ("a one-step matmul of four groups, then a matmul of another layout",
+               chain_where_allowed(one_step, ext), ext),
               ("a run of one-step matmuls (the engine holds two at most)", chain_where_allowed(short, ext), ext),
               ("a matmul that reads the one before it waits; the next one chains",
                chain_where_allowed(dependent, ext), ext)]

@@ -237,7 +237,7 @@ async def test_ga2_mm_takes_the_next_matmul_while_one_drains(dut):
         dut.start.value = 1
         await cycles.next()
         dut.start.value = 0
-        pad = isa.mm_chain_pad(two.timing, s2, s1 + one.timing.front, one.timing.gap)
+        pad = isa.mm_chain_pad(two.timing, s2, s1 + one.timing.front, one.timing)
         end = s2 + two.timing.cycles + pad
         while cycles.now <= end:
             dones += [cycles.now] if int(dut.done.value) else []
