@@ -47,14 +47,23 @@ def _requantize(acc: np.ndarray, mult: int, shift: int) -> np.ndarray:
     return np.clip(p, isa.INT8_MIN, isa.INT8_MAX)
 
 
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    """``isa.wrap32`` with a mask in place of the modulo (the same two's-complement wrap, int64)."""
+    return ((np.asarray(x, dtype=np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
 def _imatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The exact integer product of two int8-valued matrices (any leading axes), through BLAS: in
-    float32 when every sum is below 2^24, else in float64 (exact below 2^53)."""
+    """The int32 accumulator of an MM of int8-valued operands (any leading axes on `a`; `b` two-
+    dimensional or with `a`'s leading axes), through BLAS. Every operand the chip multiplies is an
+    int8 (|x| <= 128), so a sum of k products is below k * 2^14: exact in float32 for k < 1,024,
+    else in float64 (exact below 2^53), and within int32 (no wrap) for k < 2^17."""
     k = a.shape[-1]
-    bound = k * float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0))
-    dtype = np.float32 if bound < 2**24 else np.float64
-    if bound >= 2**53:
-        raise MixedChipError(f"an integer product of {k} terms could reach {bound:.3g}, past float64's exact range")
+    if k >= 1 << 17:
+        raise MixedChipError(f"an MM reduction of {k} terms could wrap its int32 accumulator")
+    dtype = np.float32 if k < 1024 else np.float64
+    if b.ndim == 2:  # one BLAS call over every row of every leading index
+        out = a.reshape(-1, k).astype(dtype) @ b.astype(dtype)
+        return out.astype(np.int64).reshape(a.shape[:-1] + (b.shape[1],))
     return np.matmul(a.astype(dtype), b.astype(dtype)).astype(np.int64)
 
 
@@ -98,7 +107,7 @@ def run_rows(P: Program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
             vals[name] = np.asarray(P.consts[name], dtype=np.int64)
         elif op == "matmul":
             a, b = args
-            acc = isa.wrap32(_imatmul(a, np.swapaxes(b, -1, -2) if node.attrs["transpose_b"] else b))
+            acc = _imatmul(a, np.swapaxes(b, -1, -2) if node.attrs["transpose_b"] else b)
             if node.attrs["relu"]:
                 acc = np.maximum(acc, 0)
             vals[name] = _requantize(acc, p["qa"], p["qs"])
@@ -168,7 +177,7 @@ class VectorisedPrefill:
         ki = quantize(keys * chip._scale(f"k{layer}"), P.tensors["K"].scale)
         vi = quantize(values * chip._scale(f"v{layer}"), P.tensors["V"].scale)
         sp = P.params["scores"]
-        scores = _requantize(isa.wrap32(_imatmul(qi, ki.T)), sp["qa"], sp["qs"])  # C x rep x n
+        scores = _requantize(_imatmul(qi, ki.T), sp["qa"], sp["qs"])  # C x rep x n
         visible = kpos[None, :] <= qpos[:, None]
         if m.layers[layer].windowed:
             visible &= (qpos[:, None] - kpos[None, :]) < m.window
@@ -178,7 +187,7 @@ class VectorisedPrefill:
             tag = "" if len(heads) == rep else str(heads[0])
             pp, ap = P.params[f"p{tag}"], P.params[f"a{tag}"]
             probs = _softmax_rows(scores[:, heads, :], pp["sink"], pp["smul"], visible[:, None, :])
-            out[:, heads, :] = _requantize(isa.wrap32(_imatmul(probs, vi)), ap["qa"], ap["qs"])
+            out[:, heads, :] = _requantize(_imatmul(probs, vi), ap["qa"], ap["qs"])
         return out
 
     def _tiled(self, layer: int, grp: int, q: np.ndarray, keys: np.ndarray, values: np.ndarray,
@@ -189,7 +198,7 @@ class VectorisedPrefill:
         p = chip.tiled_params(layer, grp)
         tile = chip.tile
         n = int(qpos.max()) + 1
-        logits = _requantize(isa.wrap32(_imatmul(q, keys[:n].T)), p.qa, p.qs)  # C x rep x n
+        logits = _requantize(_imatmul(q, keys[:n].T), p.qa, p.qs)  # C x rep x n
         c, rep, hd = q.shape
         m_run = np.broadcast_to(np.array(p.sinks, dtype=np.int64), (c, rep)).copy()  # state_init with a sink
         l_run = np.full((c, rep), isa.SM_OUT_MAX, dtype=np.int64)
@@ -211,8 +220,8 @@ class VectorisedPrefill:
             l_run[live] = ((((l_run[live] & 0xFFFFFFFF) * alpha + half_a) >> isa.SM_ALPHA_BITS) + w.sum(axis=-1)) \
                 & 0xFFFFFFFF
             m_run[live] = m_new
-            t32 = isa.wrap32(_imatmul(w, values[j0:j1]))
-            o_run[live] = isa.wrap32(((o_run[live] * (alpha[..., None] & 0xFFFF) + half_a) >> isa.SM_ALPHA_BITS) + t32)
+            t32 = _imatmul(w, values[j0:j1])
+            o_run[live] = _wrap32(((o_run[live] * (alpha[..., None] & 0xFFFF) + half_a) >> isa.SM_ALPHA_BITS) + t32)
         # NORM: clamp((O * floor(2^31 / l) + 2^(30-k)) >> (31-k)); l > 0 (the sink's weight)
         recip = np.where(l_run > 0, (1 << isa.SM_RECIP_BITS) // np.maximum(l_run, 1), 0xFFFFFFFF)
         sh = isa.SM_NORM_SHIFT - (p.out_shift & 0xF)
