@@ -10,7 +10,7 @@ import pytest
 from capra import run
 from inference.generate import generate
 from inference.long_context import PasskeyEvaluator
-from inference.mixed_chip import MixedChip, MixedChipError, calibrate, equalize
+from inference.mixed_chip import MixedChip, MixedChipError, StepTrace, calibrate, equalize, visible_rows
 from inference.mixed_lm import make_mixed_model
 from inference.mixed_prefill import VectorisedPrefill, run_rows
 
@@ -66,11 +66,43 @@ def test_run_rows_is_the_programs_integer_semantics():
 
 def test_small_window_and_tile_equal_token_by_token():
     """A window of 16, one-shot attention up to 24 rows and tiles of 16 keys: at 70 tokens every
-    path runs (windowed one-shot, global one-shot, tiled over five tiles with a cut last one)."""
+    path runs (windowed one-shot, global one-shot, tiled over five tiles with a cut last one), on a
+    passkey prompt and on random tokens (whose attention is spread wider than the constructed
+    circuits spread it on a passkey prompt)."""
     chip, ev = _chip(window=16)
     chip.one_shot_rows, chip.tile = 24, 16
     ids = ev.tokenizer.encode(ev.build_prompt(70, ev.passkeys_for(70, 1)[0], "start"))
     _same_as_token_by_token(chip, ids)
+    chip.reset()
+    rng = np.random.default_rng(5)
+    _same_as_token_by_token(chip, [int(t) for t in rng.integers(0, chip.model.vocab_size, 70)])
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_attention_of_every_position_is_the_decode_steps(layer):
+    """Random int8 q, K and V (spread attention, unlike the constructed circuits'): the vectorised
+    attention of every position equals ``MixedChip.attention`` over the rows that position's decode
+    step sees -- one-shot (windowed layer 0, and layer 1 up to 24 rows), tiled in tiles of 16 with a
+    cut last tile (layer 1 past 24 rows)."""
+    chip, _ev = _chip(window=16)
+    chip.one_shot_rows, chip.tile = 24, 16
+    m = chip.model
+    rng = np.random.default_rng(layer)
+    t, rep = 70, m.n_heads // m.n_kv_heads
+    vp = VectorisedPrefill(chip)
+    for grp in range(m.n_kv_heads):
+        q = rng.integers(-40, 41, (t, rep, m.head_dim))
+        k = rng.integers(-40, 41, (t, m.head_dim))
+        v = rng.integers(-127, 128, (t, m.head_dim))
+        q[::8, 0] = k[::8]  # some positions find their own key, some of them first in a tile
+        q[1::5, 1] = k[:-1:5]  # and some their predecessor
+        got = vp._attention(layer, grp, q, k, v)
+        for p in range(t):
+            n = visible_rows(m, layer, p + 1)
+            trace = StepTrace(p, 0, [], np.zeros(0), -1)
+            want = chip.attention(layer, grp, q[p], k[p + 1 - n:p + 1], v[p + 1 - n:p + 1], "reference", trace)
+            np.testing.assert_array_equal(got[p], want, err_msg=f"layer {layer} group {grp} position {p}")
+        assert np.abs(got).max() > 20  # attention that reads V, not a row of zeros
 
 
 @pytest.mark.slow
