@@ -123,6 +123,8 @@ def arguments(parser: Parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"with --chip: lengths {' '.join(map(str, passkey_chip.QUICK_LENGTHS))} and "
                              f"{passkey_chip.QUICK_TRIALS} trials unless given (a few minutes)")
+    parser.add_argument("--jobs", type=int_range(1, 8), default=2,
+                        help="with --chip: worker processes running cells side by side (default 2)")
     parser.add_argument("--probe-lengths", type=at_least(shortest), nargs="*", default=[16384, 65536],
                         metavar="TOKENS", help="extra lengths where only the induction head's attention is measured")
 

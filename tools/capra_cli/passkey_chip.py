@@ -18,6 +18,8 @@ appended); the evaluated passkeys (seeded ``--seed`` + length) must be disjoint 
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ class Cell:
     chip_got: list[int | None] = field(default_factory=list)
     float_tokens: list[str] = field(default_factory=list)
     chip_tokens: list[str] = field(default_factory=list)
+    back: list[int] = field(default_factory=list)  # tokens from the needle's first digit to the prompt's end
     seconds_float: float = 0.0
     seconds_prefill: float = 0.0
     seconds_decode: float = 0.0
@@ -116,8 +119,17 @@ def make_chip(model, ev_seed_keys: set[int]) -> tuple[MixedChip, set[int]]:
     return MixedChip(chip_model, calibrate(chip_model, calib)), keys
 
 
+def needle_back(prompt: list[int], needle: list[int]) -> int:
+    """Tokens from the needle's first digit to the prompt's end (the answer's first step sees the
+    digit iff this is within a windowed layer's reach)."""
+    for i in range(len(prompt) - len(needle) + 1):
+        if prompt[i:i + len(needle)] == needle:
+            return len(prompt) - (i + 3)  # "the passkey is", then the first digit
+    raise ValueError("needle not found in prompt")
+
+
 def run_cell(name: str, model, chip: MixedChip, prefill: VectorisedPrefill, ev: PasskeyEvaluator, length: int,
-             position: str, n_trials: int, batch: int, progress: Progress) -> Cell:
+             position: str, n_trials: int, batch: int) -> Cell:
     cell = Cell(name, length, position)
     keys = ev.passkeys_for(length, n_trials)
     tok = ev.tokenizer
@@ -130,6 +142,7 @@ def run_cell(name: str, model, chip: MixedChip, prefill: VectorisedPrefill, ev: 
         cell.seconds_float += time.perf_counter() - t0
         for key, prompt, row in zip(chunk, prompts, out[:, ids.shape[1]:], strict=True):
             cell.keys.append(key)
+            cell.back.append(needle_back(prompt, tok.encode(ev.needle(key))))
             text = tok.decode(row)
             cell.float_tokens.append(text)
             cell.float_got.append(ev.extract_passkey_from_output(text))
@@ -146,8 +159,23 @@ def run_cell(name: str, model, chip: MixedChip, prefill: VectorisedPrefill, ev: 
             text = tok.decode(answer)
             cell.chip_tokens.append(text)
             cell.chip_got.append(ev.extract_passkey_from_output(text))
-            progress.step()
     return cell
+
+
+_WORKER: dict = {}  # in each worker process: the models, chips, prefills and evaluators (built before the fork)
+
+
+def _worker_init() -> None:
+    """A worker ends quietly when the pool ends it (the CLI's SIGTERM handler is the parent's)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _cell_job(job: tuple[str, int, str, int]) -> Cell:
+    name, length, position, n_trials = job
+    w = _WORKER
+    return run_cell(name, w["models"][name], w["chips"][name], w["prefills"][name], w["evaluators"][name], length,
+                    position, n_trials, BATCH)
 
 
 def _digits(x: int | None) -> str:
@@ -186,30 +214,60 @@ def main(args) -> int:
     print()
     print(f"{'model':<9} {'context':>7}  {'depth':<7} {'float':>7}  {'chip':>7}  {'chip 95% interval':>17}  "
           f"{'agree':>7}  {'float s':>7}  {'prefill s':>9}  {'decode s':>8}")
+    for name, chip in chips.items():  # compile the programs once, before the workers fork
+        chip.reset()
+        VectorisedPrefill(chip).prefill(evaluators[name].tokenizer.encode(
+            evaluators[name].build_prompt(max(CALIB_LENGTHS), 0)))
+    _WORKER.update(models=models, chips=chips, evaluators=evaluators,
+                   prefills={name: VectorisedPrefill(chip) for name, chip in chips.items()})
+    jobs = [(name, length, position, n_trials) for name in models for length in lengths for position in positions]
+    progress = Progress("passkey cells on the chip path", len(jobs), every=10.0)
     cells: list[Cell] = []
-    total = len(models) * len(lengths) * len(positions) * n_trials
-    progress = Progress("passkey trials on the chip path", total)
-    for name, model in models.items():
-        prefill = VectorisedPrefill(chips[name])
-        for length in lengths:
-            for position in positions:
-                cell = run_cell(name, model, chips[name], prefill, evaluators[name], length, position, n_trials,
-                                BATCH, progress)
-                cells.append(cell)
-                n = len(cell.keys)
-                lo, hi = wilson_interval(cell.correct(cell.chip_got), n)
-                print(f"{name:<9} {length:>7}  {position:<7} {cell.correct(cell.float_got):>3}/{n:<3}  "
-                      f"{cell.correct(cell.chip_got):>3}/{n:<3}  {f'[{lo:6.1%}, {hi:6.1%}]':>17}  "
-                      f"{cell.agree:>3}/{n:<3}  {cell.seconds_float:>7.1f}  {cell.seconds_prefill:>9.1f}  "
-                      f"{cell.seconds_decode:>8.1f}", flush=True)
+    pool = mp.get_context("fork").Pool(min(args.jobs, len(jobs)), _worker_init) if args.jobs > 1 else None
+    try:
+        for cell in pool.imap(_cell_job, jobs, chunksize=1) if pool is not None else map(_cell_job, jobs):
+            cells.append(cell)
+            progress.step()
+            n = len(cell.keys)
+            lo, hi = wilson_interval(cell.correct(cell.chip_got), n)
+            print(f"{cell.model:<9} {cell.length:>7}  {cell.position:<7} {cell.correct(cell.float_got):>3}/{n:<3}  "
+                  f"{cell.correct(cell.chip_got):>3}/{n:<3}  {f'[{lo:6.1%}, {hi:6.1%}]':>17}  "
+                  f"{cell.agree:>3}/{n:<3}  {cell.seconds_float:>7.1f}  {cell.seconds_prefill:>9.1f}  "
+                  f"{cell.seconds_decode:>8.1f}", flush=True)
+    except BaseException:
+        if pool is not None:
+            pool.terminate()
+        raise
+    if pool is not None:
+        pool.close()
+        pool.join()
     print()
     misses = [(c, i) for c in cells for i in range(len(c.keys)) if c.chip_got[i] != c.keys[i]]
-    print(f"misses on the chip ({len(misses)}): cell, passkey, digits the chip got, what the float model got")
-    for c, i in misses:
-        why = ("the float model misses it too" if c.float_got[i] != c.keys[i]
-               else "the float model retrieves it: an int8 miss")
-        print(f"  {c.model} {c.length}/{c.position}: passkey {c.keys[i]:05d}, chip {_digits(c.chip_got[i])} "
-              f"({c.chip_tokens[i]!r}), float {_digits(c.float_got[i])} ({c.float_tokens[i]!r}) -- {why}")
+    print(f"misses on the chip ({len(misses)}): cell, passkey, digits the chip got, the float model's, and why")
+    for c in cells:
+        mine = [i for i in range(len(c.keys)) if c.chip_got[i] != c.keys[i]]
+        shared = [i for i in mine if c.float_got[i] == c.chip_got[i]]
+        reach = chips[c.model].model.window if c.model == "windowed" else None
+        if len(shared) > 3 and reach is not None and all(c.back[i] >= reach for i in shared):
+            got = sorted({_digits(c.chip_got[i]) for i in shared})
+            keys = ", ".join(f"{c.keys[i]:05d}" for i in shared)
+            print(f"  {c.model} {c.length}/{c.position}: {len(shared)} passkeys ({keys}): "
+                  f"chip and float both got {'/'.join(got)} -- the needle lies {min(c.back[i] for i in shared)}.."
+                  f"{max(c.back[i] for i in shared)} tokens back, past every layer's window of {reach}")
+            mine = [i for i in mine if i not in shared]
+        for i in mine:
+            if reach is not None and c.back[i] >= reach:
+                why = f"past every layer's window of {reach}" + (
+                    ", the float model gets the same" if c.float_got[i] == c.chip_got[i] else "")
+            elif c.float_got[i] == c.chip_got[i]:
+                why = "the float model gets the same"
+            elif c.float_got[i] != c.keys[i]:
+                why = "the float model misses it too, differently"
+            else:
+                why = "the float model retrieves it: an int8 miss"
+            print(f"  {c.model} {c.length}/{c.position}: passkey {c.keys[i]:05d} ({c.back[i]} tokens back), chip "
+                  f"{_digits(c.chip_got[i])} ({c.chip_tokens[i]!r}), float {_digits(c.float_got[i])} "
+                  f"({c.float_tokens[i]!r}) -- {why}")
     disagreements = [(c, i) for c in cells for i in range(len(c.keys)) if c.chip_got[i] != c.float_got[i]]
     print(f"retrieved digits equal to the float model's: {sum(c.agree for c in cells)} of "
           f"{sum(len(c.keys) for c in cells)} trials ({len(disagreements)} differ)")
