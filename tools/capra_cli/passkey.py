@@ -122,7 +122,7 @@ def arguments(parser: Parser) -> None:
                              "control (--model is not used)")
     parser.add_argument("--quick", action="store_true",
                         help=f"with --chip: lengths {' '.join(map(str, passkey_chip.QUICK_LENGTHS))} and "
-                             f"{passkey_chip.QUICK_TRIALS} trials unless given (a few minutes)")
+                             f"{passkey_chip.QUICK_TRIALS} trials unless given (under a minute on two cores)")
     parser.add_argument("--jobs", type=int_range(1, 8), default=2,
                         help="with --chip: worker processes running cells side by side (default 2)")
     parser.add_argument("--probe-lengths", type=at_least(shortest), nargs="*", default=[16384, 65536],
