@@ -734,6 +734,11 @@ def test_passkey_on_the_chip_path(capsys, monkeypatch):
     agreeing with the float model's, and the verdict held to the target (exit 1 when unreachable)."""
     from capra_cli import passkey_chip
 
+    chips: dict = {}  # the second run reuses the first's calibrated chips (and their compiled programs)
+    real = passkey_chip.make_chip
+    monkeypatch.setattr(passkey_chip, "make_chip",
+                        lambda model, keys: chips.get(tuple(model.layer_kinds)) or chips.setdefault(
+                            tuple(model.layer_kinds), real(model, keys)))
     argv = ("passkey", "--chip", "--n-trials", "2", "--context-lengths", "64", "--position", "end", "--jobs", "1")
     got = call(capsys, *argv)
     assert got.code == 0 and "VECTORISED" in got.out and "VERDICT: PASS" in got.out, got.out + got.err
