@@ -332,6 +332,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--context-lengths", "8", says="--context-lengths"),
         bad("--context-lengths", "1000000000", says="--context-lengths"),
         bad("--probe-lengths", str(10**13), says="--probe-lengths"),
+        bad("--quick", says="--quick"),  # the quick table is the chip path's
+        bad("--chip", "--context-lengths", "9000", says="--context-lengths"),
+        bad("--chip", "--jobs", "0", says="--jobs"),
     ],
     "kv-bench": [bad("--quick", "3", says="3")],
     "page-groups": [
@@ -724,6 +727,27 @@ def test_passkey_exits_1_below_its_target(capsys, monkeypatch):
     got = call(capsys, "passkey", "--n-trials", "1", "--context-lengths", "64", "--position", "end",
                "--probe-lengths")
     assert got.code == 1 and "verdict: BELOW TARGET" in got.out and "VERDICT: FAIL" in got.out, got.out
+
+
+def test_passkey_on_the_chip_path(capsys, monkeypatch):
+    """The chip path's table: the prefill named as vectorised, a row per model and cell, the digits
+    agreeing with the float model's, and the verdict held to the target (exit 1 when unreachable)."""
+    from capra_cli import passkey_chip
+
+    chips: dict = {}  # the second run reuses the first's calibrated chips (and their compiled programs)
+    real = passkey_chip.make_chip
+    monkeypatch.setattr(passkey_chip, "make_chip",
+                        lambda model, keys: chips.get(tuple(model.layer_kinds)) or chips.setdefault(
+                            tuple(model.layer_kinds), real(model, keys)))
+    argv = ("passkey", "--chip", "--n-trials", "2", "--context-lengths", "64", "--position", "end", "--jobs", "1")
+    got = call(capsys, *argv)
+    assert got.code == 0 and "VECTORISED" in got.out and "VERDICT: PASS" in got.out, got.out + got.err
+    rows = [line.split() for line in got.out.splitlines() if line.startswith(("mixed ", "windowed "))]
+    assert [r[:3] for r in rows] == [["mixed", "64", "end"], ["windowed", "64", "end"]]
+    assert "retrieved digits equal to the float model's: 4 of 4 trials" in got.out
+    monkeypatch.setattr(passkey_chip, "TARGET_ACCURACY", 1.01)
+    got = call(capsys, *argv)
+    assert got.code == 1 and "verdict: BELOW TARGET" in got.out, got.out
 
 
 def test_kv_bench_reports_a_cached_decode_that_differs(monkeypatch, capsys):

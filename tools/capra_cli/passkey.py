@@ -3,6 +3,8 @@
     python tools/passkey_eval.py                       # mixed model, all three depths
     python tools/passkey_eval.py --model windowed      # the control: every layer windowed
     python tools/passkey_eval.py --n-trials 50 --context-lengths 256 1024 4096 --position middle
+    python tools/passkey_eval.py --chip --quick        # the int8 chip path next to the float model
+    python tools/passkey_eval.py --chip                # the full table on the chip path, 40 trials a cell
 
 Prints one row per (context length, depth) with the 95% Wilson interval, the induction head's
 attention on the needle at each length (and at longer lengths than the full decode runs), and a
@@ -31,11 +33,13 @@ from inference.long_context import (
 )
 from inference.mixed_lm import ModelConfigError, make_mixed_model
 
+from . import passkey_chip
 from .common import BadArgument, Parser, Progress, at_least, finish, int_range
 
 BATCH = 2  # prompts decoded together in a trial batch
 PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones
 GIB = 2**30
+CHIP_MAX_LENGTH = 8192  # the chip path's longest prompt (the tiled attention's parts are planned up to it)
 
 
 def shortest_prompt() -> int:
@@ -96,12 +100,14 @@ def check_sizes(args, model) -> None:
 
 def arguments(parser: Parser) -> None:
     shortest = shortest_prompt()
-    parser.add_argument("--n-trials", type=int_range(1, PASSKEYS), default=10,
-                        help=f"distinct passkeys per cell, 1..{PASSKEYS} (default 10)")
+    parser.add_argument("--n-trials", type=int_range(1, PASSKEYS), default=None,
+                        help=f"distinct passkeys per cell, 1..{PASSKEYS} (default 10; with --chip "
+                             f"{passkey_chip.FULL_TRIALS}, with --quick {passkey_chip.QUICK_TRIALS})")
     parser.add_argument("--context-lengths", type=at_least(shortest), nargs="+",
-                        default=[256, 512, 1024, 2048, 4096], metavar="TOKENS",
+                        default=None, metavar="TOKENS",
                         help=f"prompt lengths in tokens, at least {shortest} (the needle and the question) "
-                             "(default 256 512 1024 2048 4096)")
+                             "(default 256 512 1024 2048 4096; with --quick "
+                             f"{' '.join(map(str, passkey_chip.QUICK_LENGTHS))})")
     parser.add_argument("--position", choices=[*POSITIONS, "all"], default="all",
                         help="needle depth (default: all three)")
     parser.add_argument("--seed", type=int_range(0, 2**32 - 1), default=42,
@@ -110,11 +116,32 @@ def arguments(parser: Parser) -> None:
                         help="mixed: windowed/global alternating; windowed: every layer windowed")
     parser.add_argument("--window", type=at_least(1), default=128,
                         help="window of the windowed layers (default 128); its rings must fit in memory")
+    parser.add_argument("--chip", action="store_true",
+                        help="the table on the int8 chip path (GA2's programs; prefill vectorised, decode "
+                             "MixedChip.step) next to the float model, for the mixed model and the windowed "
+                             "control (--model is not used)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"with --chip: lengths {' '.join(map(str, passkey_chip.QUICK_LENGTHS))} and "
+                             f"{passkey_chip.QUICK_TRIALS} trials unless given (under a minute on two cores)")
+    parser.add_argument("--jobs", type=int_range(1, 8), default=2,
+                        help="with --chip: worker processes running cells side by side (default 2)")
     parser.add_argument("--probe-lengths", type=at_least(shortest), nargs="*", default=[16384, 65536],
                         metavar="TOKENS", help="extra lengths where only the induction head's attention is measured")
 
 
 def main(args) -> int:
+    if args.quick and not args.chip:
+        raise BadArgument("--quick", "is for the chip path: give --chip too")
+    if args.context_lengths is None:
+        args.context_lengths = list(passkey_chip.QUICK_LENGTHS if args.quick else (256, 512, 1024, 2048, 4096))
+    if args.n_trials is None:
+        args.n_trials = passkey_chip.QUICK_TRIALS if args.quick else passkey_chip.FULL_TRIALS if args.chip else 10
+    if args.chip:
+        if max(args.context_lengths) > CHIP_MAX_LENGTH:
+            raise BadArgument("--context-lengths", f"{max(args.context_lengths)} is past the chip path's "
+                              f"{CHIP_MAX_LENGTH} tokens")
+        check_sizes(args, make_mixed_model(seed=0, kind="mixed"))
+        return passkey_chip.main(args)
     check_sizes(args, make_mixed_model(seed=0, kind=args.model))  # the shapes, before any large array
     try:
         model = make_mixed_model(seed=0, kind=args.model, window=args.window)
