@@ -33,6 +33,7 @@ import numpy as np
 from capra import isa
 from capra.compiler import Program
 from capra.quant import quantize
+from capra.reference import evaluate
 
 from .mixed_chip import MixedChip, MixedChipError, rotation_rows, sink_groups, visible_rows
 
@@ -97,38 +98,7 @@ def run_rows(P: Program, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]
             raise MixedChipError(f"program {P.name!r}: input {name!r} has rows of shape {value.shape[1:]}, the "
                                  f"program expects {t.rows} x {t.cols}")
         vals[name] = quantize(value, t.scale, f"program {P.name!r}: input {name!r}")
-    for node in P.graph.nodes.values():
-        name, op = node.name, node.op
-        args = [vals[i] for i in node.inputs]
-        p = P.params.get(name, {})
-        if op == "input":
-            continue
-        if op == "const":
-            vals[name] = np.asarray(P.consts[name], dtype=np.int64)
-        elif op == "matmul":
-            a, b = args
-            acc = _imatmul(a, np.swapaxes(b, -1, -2) if node.attrs["transpose_b"] else b)
-            if node.attrs["relu"]:
-                acc = np.maximum(acc, 0)
-            vals[name] = _requantize(acc, p["qa"], p["qs"])
-        elif op == "concat":
-            lead = max((a.shape[:-2] for a in args), key=len)
-            vals[name] = np.concatenate([np.broadcast_to(a, lead + a.shape[-2:]) for a in args], axis=-2)
-        elif op == "rows":
-            vals[name] = args[0][..., node.attrs["lo"]:node.attrs["hi"], :]
-        elif op == "softmax":
-            vals[name] = _softmax_rows(args[0], p["sink"], p["smul"])
-        elif op == "add":
-            vals[name] = _requantize(args[0] * p["qa"] + args[1] * p["qb"], 1, p["qs"])
-        elif op == "mul":
-            vals[name] = _requantize(args[0] * args[1], p["qa"], p["qs"])
-        elif op == "relu":
-            vals[name] = np.maximum(args[0], 0)
-        elif op == "argmax":
-            vals[name] = np.argmax(args[0], axis=-1)[..., None]
-        else:
-            raise MixedChipError(f"program {P.name!r}: node {name!r} has op {op!r}, which run_rows does not know")
-    return vals
+    return evaluate(P, vals, matmul=_imatmul, requant=_requantize, softmax=_softmax_rows)
 
 
 @dataclass
