@@ -51,7 +51,8 @@
 // R_DW1, R_DW2 (the word arrives: the page's first row address), so each page adds
 // GATHER_DESC = 3 cycles to the LOAD timing above: with n beats over p pages a gather is timed as a
 // LOAD of n + 3p beats, its setup cycle being the first descriptor read. Only the first page starts
-// inside a page (at row r0 mod 2^page_shift: one multiply); every later one starts at its row 0.
+// inside a page (at row r0 mod 2^page_shift: one multiply, registered in R_DESC and added to page_off
+// in R_DW1); every later one starts at its row 0.
 // `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
 // its descriptor has not ended.
 module dma #(
@@ -189,6 +190,7 @@ module dma #(
     reg [3:0]  g_sh;
     reg [15:0] g_off, g_pg, g_i;
     reg [AW-1:0] g_tbl;
+    reg [31:0] g_prod;                 // R_DESC registers g_i * stride (first page) or 0, R_DW1 adds page_off
     reg [31:0] g_add;                  // what the page's descriptor is added to: page_off (+ g_i * stride, first page)
     wire [15:0] g_mask   = (16'd1 << g_sh) - 16'd1;
     wire        page_end = g_on && (g_i == g_mask);
@@ -333,6 +335,7 @@ module dma #(
             g_i <= 16'd0;
             g_tbl <= {AW{1'b0}};
             g_add <= 32'd0;
+            g_prod <= 32'd0;
             active <= {QW{1'b0}};
             loads_out <= {QW{1'b0}};
             stores_out <= {QW{1'b0}};
@@ -398,9 +401,12 @@ module dma #(
                     R_LAST: if (ar_fire) state <= R_IDLE;
                     R_DESC: begin
                         state <= R_DW1;
-                        g_add <= {16'd0, g_off} + (g_first ? g_in : 32'd0);
+                        g_prod <= g_first ? g_in : 32'd0;
                     end
-                    R_DW1: state <= R_DW2;
+                    R_DW1: begin
+                        state <= R_DW2;
+                        g_add <= {16'd0, g_off} + g_prod;
+                    end
                     R_DW2: begin  // the descriptor is here: the page's first row
                         state <= R_REQ;
                         e_row <= g_base[31:0];
