@@ -183,7 +183,9 @@ module dma #(
     reg [IAW-1:0] cur_pc;
     reg [QW-1:0] active;               // transfers that took their descriptor and have not ended
     reg [QW-1:0] loads_out, stores_out;  // of those, LOADs and STOREs
-    reg [31:0] lim_m1;                 // ext_limit - 1 (ext_limit is held steady while running)
+    reg [31:0] lim_m1;                 // ext_limit - 1 (ext_limit is held steady from reset on)
+    reg        e_gt, e_ge;             // e_addr > lim_m1, e_addr >= lim_m1: set with e_addr, so the
+                                       // beat's fault check has no comparator before the scratchpad
     reg        no_mem;                 // ext_limit = 0
     // a gather: its block table, the current page (its index) and row in it, the page's size
     reg        g_on, g_first;          // a gather; its first page (which may start inside the page)
@@ -223,7 +225,7 @@ module dma #(
     // a beat past the memory: its last word at or past ext_limit, or an address of 2^30 words or more
     wire        beat_two = (EW == 2) && bmask[EW-1];
     wire        beat_bad = e_over || (e_addr[31:30] != 2'b00) || no_mem
-                         || (beat_two ? (e_addr >= lim_m1) : (e_addr > lim_m1));
+                         || (beat_two ? e_ge : e_gt);
     wire        in_req  = (state == R_SETUP) || (state == R_REQ);
     wire        addr_fault = in_req && !err && beat_bad && (store ? (state == R_REQ) : 1'b1);
 
@@ -280,6 +282,7 @@ module dma #(
     wire have_q   = (dq_count != {QW{1'b0}});
     wire take_st  = have_q ? dq[dq_rp][DW-1] : is_store;
     wire [GW-1:0] take_g = have_q ? gq[dq_rp] : {gather, page_shift, page_off};
+    wire [31:0]   take_ext = have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;  // the transfer's first address
     wire [15:0] take_r0  = have_q ? dq[dq_rp][DW-34 -: 16] : ext_base[31:16];
     wire take     = free && (have_q || start) && !err
                     && (take_st ? (loads_out == {QW{1'b0}}) : (stores_out == {QW{1'b0}}));
@@ -322,6 +325,8 @@ module dma #(
             c <= 16'd0;
             e_row <= 32'd0;
             e_addr <= 32'd0;
+            e_gt <= 1'b0;
+            e_ge <= (ext_limit == 32'd1);
             e_over <= 1'b0;
             e_stride <= 16'd0;
             s_row <= {AW{1'b0}};
@@ -386,11 +391,15 @@ module dma #(
                         end
                         e_row <= e_next_row[31:0];
                         e_addr <= e_next_row[31:0];
+                        e_gt <= (e_next_row[31:0] > lim_m1);
+                        e_ge <= (e_next_row[31:0] >= lim_m1);
                         e_over <= e_over || e_next_row[32];
                         s_row <= s_row + s_stride;
                     end else begin
                         c <= c + c_step;
                         e_addr <= e_next_in[31:0];
+                        e_gt <= (e_next_in[31:0] > lim_m1);
+                        e_ge <= (e_next_in[31:0] >= lim_m1);
                         e_over <= e_over || e_next_in[32];
                     end
                 end
@@ -411,6 +420,8 @@ module dma #(
                         state <= R_REQ;
                         e_row <= g_base[31:0];
                         e_addr <= g_base[31:0];
+                        e_gt <= (g_base[31:0] > lim_m1);
+                        e_ge <= (g_base[31:0] >= lim_m1);
                         e_over <= g_base[32];
                     end
                     default: state <= R_IDLE;
@@ -428,7 +439,9 @@ module dma #(
                     rows_m1 <= (have_q ? dq[dq_rp][DW-2 -: 16] : rows) - 16'd1;
                     cols_m1 <= (have_q ? dq[dq_rp][DW-18 -: 16] : cols) - 16'd1;
                     e_row <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
-                    e_addr <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
+                    e_addr <= take_ext;
+                    e_gt <= (take_ext > lim_m1);
+                    e_ge <= (take_ext >= lim_m1);
                     e_over <= 1'b0;
                     e_stride <= have_q ? dq[dq_rp][DW-66 -: 16] : ext_stride;
                     s_row <= have_q ? dq[dq_rp][2*AW+IAW-1 -: AW] : sram_base;
