@@ -51,7 +51,8 @@
 // R_DW1, R_DW2 (the word arrives: the page's first row address), so each page adds
 // GATHER_DESC = 3 cycles to the LOAD timing above: with n beats over p pages a gather is timed as a
 // LOAD of n + 3p beats, its setup cycle being the first descriptor read. Only the first page starts
-// inside a page (at row r0 mod 2^page_shift: one multiply); every later one starts at its row 0.
+// inside a page (at row r0 mod 2^page_shift: one multiply, registered in R_DESC and added to page_off
+// in R_DW1); every later one starts at its row 0.
 // `inflight` counts transfers issued and not ended; `busy` is high while a transfer that has taken
 // its descriptor has not ended.
 module dma #(
@@ -182,13 +183,16 @@ module dma #(
     reg [IAW-1:0] cur_pc;
     reg [QW-1:0] active;               // transfers that took their descriptor and have not ended
     reg [QW-1:0] loads_out, stores_out;  // of those, LOADs and STOREs
-    reg [31:0] lim_m1;                 // ext_limit - 1 (ext_limit is held steady while running)
+    reg [31:0] lim_m1;                 // ext_limit - 1 (ext_limit is held steady from reset on)
+    reg        e_gt, e_ge;             // e_addr > lim_m1, e_addr >= lim_m1: set with e_addr, so the
+                                       // beat's fault check has no comparator before the scratchpad
     reg        no_mem;                 // ext_limit = 0
     // a gather: its block table, the current page (its index) and row in it, the page's size
     reg        g_on, g_first;          // a gather; its first page (which may start inside the page)
     reg [3:0]  g_sh;
     reg [15:0] g_off, g_pg, g_i;
     reg [AW-1:0] g_tbl;
+    reg [31:0] g_prod;                 // R_DESC registers g_i * stride (first page) or 0, R_DW1 adds page_off
     reg [31:0] g_add;                  // what the page's descriptor is added to: page_off (+ g_i * stride, first page)
     wire [15:0] g_mask   = (16'd1 << g_sh) - 16'd1;
     wire        page_end = g_on && (g_i == g_mask);
@@ -221,7 +225,7 @@ module dma #(
     // a beat past the memory: its last word at or past ext_limit, or an address of 2^30 words or more
     wire        beat_two = (EW == 2) && bmask[EW-1];
     wire        beat_bad = e_over || (e_addr[31:30] != 2'b00) || no_mem
-                         || (beat_two ? (e_addr >= lim_m1) : (e_addr > lim_m1));
+                         || (beat_two ? e_ge : e_gt);
     wire        in_req  = (state == R_SETUP) || (state == R_REQ);
     wire        addr_fault = in_req && !err && beat_bad && (store ? (state == R_REQ) : 1'b1);
 
@@ -278,6 +282,7 @@ module dma #(
     wire have_q   = (dq_count != {QW{1'b0}});
     wire take_st  = have_q ? dq[dq_rp][DW-1] : is_store;
     wire [GW-1:0] take_g = have_q ? gq[dq_rp] : {gather, page_shift, page_off};
+    wire [31:0]   take_ext = have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;  // the transfer's first address
     wire [15:0] take_r0  = have_q ? dq[dq_rp][DW-34 -: 16] : ext_base[31:16];
     wire take     = free && (have_q || start) && !err
                     && (take_st ? (loads_out == {QW{1'b0}}) : (stores_out == {QW{1'b0}}));
@@ -320,6 +325,8 @@ module dma #(
             c <= 16'd0;
             e_row <= 32'd0;
             e_addr <= 32'd0;
+            e_gt <= 1'b0;
+            e_ge <= (ext_limit == 32'd1);
             e_over <= 1'b0;
             e_stride <= 16'd0;
             s_row <= {AW{1'b0}};
@@ -333,6 +340,7 @@ module dma #(
             g_i <= 16'd0;
             g_tbl <= {AW{1'b0}};
             g_add <= 32'd0;
+            g_prod <= 32'd0;
             active <= {QW{1'b0}};
             loads_out <= {QW{1'b0}};
             stores_out <= {QW{1'b0}};
@@ -383,11 +391,15 @@ module dma #(
                         end
                         e_row <= e_next_row[31:0];
                         e_addr <= e_next_row[31:0];
+                        e_gt <= (e_next_row[31:0] > lim_m1);
+                        e_ge <= (e_next_row[31:0] >= lim_m1);
                         e_over <= e_over || e_next_row[32];
                         s_row <= s_row + s_stride;
                     end else begin
                         c <= c + c_step;
                         e_addr <= e_next_in[31:0];
+                        e_gt <= (e_next_in[31:0] > lim_m1);
+                        e_ge <= (e_next_in[31:0] >= lim_m1);
                         e_over <= e_over || e_next_in[32];
                     end
                 end
@@ -398,13 +410,18 @@ module dma #(
                     R_LAST: if (ar_fire) state <= R_IDLE;
                     R_DESC: begin
                         state <= R_DW1;
-                        g_add <= {16'd0, g_off} + (g_first ? g_in : 32'd0);
+                        g_prod <= g_first ? g_in : 32'd0;
                     end
-                    R_DW1: state <= R_DW2;
+                    R_DW1: begin
+                        state <= R_DW2;
+                        g_add <= {16'd0, g_off} + g_prod;
+                    end
                     R_DW2: begin  // the descriptor is here: the page's first row
                         state <= R_REQ;
                         e_row <= g_base[31:0];
                         e_addr <= g_base[31:0];
+                        e_gt <= (g_base[31:0] > lim_m1);
+                        e_ge <= (g_base[31:0] >= lim_m1);
                         e_over <= g_base[32];
                     end
                     default: state <= R_IDLE;
@@ -422,7 +439,9 @@ module dma #(
                     rows_m1 <= (have_q ? dq[dq_rp][DW-2 -: 16] : rows) - 16'd1;
                     cols_m1 <= (have_q ? dq[dq_rp][DW-18 -: 16] : cols) - 16'd1;
                     e_row <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
-                    e_addr <= have_q ? dq[dq_rp][DW-34 -: 32] : ext_base;
+                    e_addr <= take_ext;
+                    e_gt <= (take_ext > lim_m1);
+                    e_ge <= (take_ext >= lim_m1);
                     e_over <= 1'b0;
                     e_stride <= have_q ? dq[dq_rp][DW-66 -: 16] : ext_stride;
                     s_row <= have_q ? dq[dq_rp][2*AW+IAW-1 -: AW] : sram_base;

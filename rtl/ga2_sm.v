@@ -29,10 +29,12 @@
 //     alpha = E[d(m_old)]; after the last p write, three writes: m, l = (l_old*alpha + 2^14) >> 15
 //     + sum p, alpha. cycles = 2 * nw + 14.
 //   ACC (2): cycle 2 reads alpha; then T[i] and O[i] in turn (cycles 3 + 2i, 4 + 2i), each O[i]
-//     written as ((O*alpha + 2^14) >>> 15) + T one cycle after its data: cycles = 2 * n + 5.
+//     written as ((O*alpha + 2^14) >>> 15) + T three cycles after its data (O registered, the two
+//     products registered, the sum): cycles = 2 * n + 7.
 //   NORM (3): out = clamp((O * R + 2^(30-k)) >>> (31-k)), k = the sink field's bits 3:0 (an output
 //     scale of 2^-k of O's); cycle 2 reads l, divu divides 2^31 by it from cycle 5, O[i] is read in cycle 39 + i
-//     and each int8 word is written the cycle after its last lane's data: cycles = n + DIV_CYCLES + 9.
+//     and each int8 word is written six cycles after its last lane's data (O, the four products, two
+//     sums, the shift, then the clamp and the write): cycles = n + DIV_CYCLES + 14.
 module ga2_sm #(
     parameter integer AW = 12  // scratchpad address bits
 ) (
@@ -402,25 +404,67 @@ module ga2_sm #(
             psum4 = {2'd0, wd[7:0]} + {2'd0, wd[15:8]} + {2'd0, wd[23:16]} + {2'd0, wd[31:24]};
         end
     endfunction
+
+    // The wide products of STEP, ACC and NORM, cut into 16 x 16 pieces (each one MULT18X18D) that
+    // are registered before they are added. With x = xh * 2^16 + xl (xl unsigned):
+    //   (x * alpha + 2^14) >> 15 = 2 * (xh * alpha) + ((xl * alpha + 2^14) >> 15)   exactly,
+    // as xh * alpha * 2^16 is a multiple of 2^15.
+    // STEP and ACC share the two products of alpha: STEP's x is l_old (unsigned, in the cycle after
+    // alpha is final), ACC's the O word of stage a (signed).
+    reg  [31:0] a_o, a_t, b_t;          // ACC stage a: O and its T; stage b: T
+    reg         a_v, a_l, b_v, b_l;     // ACC: a write in stage a / b, the last element
+    reg  [AW-1:0] a_a, b_a;             // ACC: the element's address
+    wire [31:0] x_mul = (md == M_ACC) ? a_o : lold;
+    wire        x_neg = (md == M_ACC) && a_o[31];
+    reg  [31:0] q_lo;                   // xl * alpha
     /* verilator lint_off UNUSEDSIGNAL */
-    wire [47:0] l_scaled = {16'd0, lold} * {32'd0, alpha} + (48'd1 << (GA2_SM_ALPHA_BITS - 1));  // bits 14:0 round away
+    reg  [33:0] q_hi;                   // xh * alpha, signed; bits 33:31 leave the 32-bit result
     /* verilator lint_on UNUSEDSIGNAL */
-    // ACC: ((O * alpha + 2^14) >>> 15) + T
     /* verilator lint_off UNUSEDSIGNAL */
-    wire [47:0] o_scaled = $signed({{16{rd_data[31]}}, rd_data}) * $signed({32'd0, alpha})
-                           + (48'sd1 <<< (GA2_SM_ALPHA_BITS - 1));
+    wire [32:0] q_lo_r = {1'b0, q_lo} + (33'd1 << (GA2_SM_ALPHA_BITS - 1));  // bits 14:0 round away
     /* verilator lint_on UNUSEDSIGNAL */
-    // NORM: clamp((O * R + 2^30) >>> 31), R the 32-bit quotient
+    wire [31:0] q_scaled = {q_hi[30:0], 1'b0} + {14'd0, q_lo_r[32:GA2_SM_ALPHA_BITS]};  // mod 2^32
+
+    // NORM: clamp((O * R + 2^(30-k)) >>> (31-k)), R the 32-bit quotient, in five stages: O (a_o),
+    // the four 16 x 16 products (b), the low and middle sums (c), the 65-bit sum (d), the shift (e);
+    // the write stage clamps and packs.
+    reg  [31:0] nb_ll, nb_lh;           // Ol * Rl, Ol * Rh (unsigned)
+    reg  [32:0] nb_hl, nb_hh;           // Oh * Rl, Oh * Rh (signed)
+    reg  [32:0] nc_lo;                  // Ol * Rl + 2^(30-k)
+    reg  [33:0] nc_mid;                 // Ol * Rh + Oh * Rl, signed
+    reg  [32:0] nc_hi;                  // Oh * Rh, signed
     /* verilator lint_off UNUSEDSIGNAL */
-    wire [64:0] n_prod = $signed({{33{rd_data[31]}}, rd_data}) * $signed({33'd0, quotient})
-                         + (65'sd1 <<< (GA2_SM_NORM_SHIFT - 1 - {28'd0, sink_r[3:0]}));
-    wire [64:0] n_shifted = $signed(n_prod) >>> (GA2_SM_NORM_SHIFT - {28'd0, sink_r[3:0]});
+    reg  [64:0] nd_sum;                 // O * R + 2^(30-k), signed
+    wire [64:0] nd_shifted = $signed(nd_sum) >>> (GA2_SM_NORM_SHIFT - {28'd0, sink_r[3:0]});
     /* verilator lint_on UNUSEDSIGNAL */
-    wire [7:0]  n_byte = ($signed(n_shifted) > 65'sd127) ? 8'h7f : ($signed(n_shifted) < -65'sd128) ? 8'h80
-                       : n_shifted[7:0];
+    reg  [48:0] ne_val;                 // the shifted sum: |O * R| < 2^63, shifted by 16 or more
+    reg  [4:0]  n_v, n_l;               // NORM: an element in stage a .. e, the last element
+    wire [32:0] n_rnd = 33'd1 << (GA2_SM_NORM_SHIFT - 1 - {28'd0, sink_r[3:0]});
+    wire        n_fits = (ne_val[48:7] == {42{ne_val[48]}});
+    wire [7:0]  n_byte = n_fits ? ne_val[7:0] : ne_val[48] ? 8'h80 : 8'h7f;
+    always @(posedge clk) if (run) begin
+        a_o <= rd_data;
+        a_t <= tr;
+        a_a <= pd + w2;
+        b_t <= a_t;
+        b_a <= a_a;
+        q_lo <= x_mul[15:0] * alpha;
+        q_hi <= $signed({x_neg, x_mul[31:16]}) * $signed({1'b0, alpha});
+        nb_ll <= a_o[15:0] * quotient[15:0];
+        nb_lh <= a_o[15:0] * quotient[31:16];
+        nb_hl <= $signed(a_o[31:16]) * $signed({1'b0, quotient[15:0]});
+        nb_hh <= $signed(a_o[31:16]) * $signed({1'b0, quotient[31:16]});
+        nc_lo <= {1'b0, nb_ll} + n_rnd;
+        nc_mid <= $signed({nb_hl[32], nb_hl}) + $signed({2'b00, nb_lh});
+        nc_hi <= nb_hh;
+        nd_sum <= {nc_hi, 32'd0} + {{15{nc_mid[33]}}, nc_mid, 16'd0} + {32'd0, nc_lo};
+        ne_val <= nd_shifted[48:0];
+    end
+
     reg  [31:0] tr, pack, psum;
     reg  [1:0]  tl;                     // STEP: the state writes after the last p
-    reg  [15:0] ni;                     // NORM: the element whose data arrives
+    reg         pw;                     // STEP: wdata holds a written p word (its sum goes to psum)
+    reg  [15:0] ni;                     // NORM: the element leaving stage e
     wire [31:0] p_word = {prob(s4_p[3], s4_ok[3]), prob(s4_p[2], s4_ok[2]), prob(s4_p[1], s4_ok[1]),
                           prob(s4_p[0], s4_ok[0])};
     wire [31:0] n_pack = ((ni[1:0] == 2'd0) ? 32'd0 : pack) | ({24'd0, n_byte} << {ni[1:0], 3'b000});
@@ -434,29 +478,47 @@ module ga2_sm #(
             pack <= 32'd0;
             psum <= 32'd0;
             tl <= 2'd0;
+            pw <= 1'b0;
             ni <= 16'd0;
+            a_v <= 1'b0;
+            a_l <= 1'b0;
+            b_v <= 1'b0;
+            b_l <= 1'b0;
+            n_v <= 5'd0;
+            n_l <= 5'd0;
         end else if (start) begin
             psum <= 32'd0;
+            pw <= 1'b0;
             ni <= 16'd0;
+            a_v <= 1'b0;
+            b_v <= 1'b0;
+            n_v <= 5'd0;
         end else if (run) begin
             we <= 1'b0;
             done <= 1'b0;
+            a_v <= (md == M_ACC) && (k2 == K_DAT) && ph2;
+            a_l <= dl2;
+            b_v <= a_v;
+            b_l <= a_l;
+            n_v <= {n_v[3:0], (md == M_NORM) && (k2 == K_DAT)};
+            n_l <= {n_l[3:0], dl2};
+            pw <= 1'b0;
             case (md)
-                M_ACC: if (k2 == K_DAT) begin
-                    if (!ph2) tr <= rd_data;
-                    else begin
+                M_ACC: begin
+                    if (k2 == K_DAT && !ph2) tr <= rd_data;
+                    if (b_v) begin
                         we <= 1'b1;
-                        done <= dl2;
-                        waddr <= pd + w2;
-                        wdata <= o_scaled[46:15] + tr;
+                        done <= b_l;
+                        waddr <= b_a;
+                        wdata <= q_scaled + b_t;
                     end
                 end
-                M_NORM: if (k2 == K_DAT) begin
+                M_NORM: if (n_v[4]) begin
                     ni <= ni + 16'd1;
                     pack <= n_pack;
-                    if (ni[1:0] == 2'd3 || dl2) begin
+                    if (ni[1:0] == 2'd3 || n_l[4]) begin
                         we <= 1'b1;
-                        done <= dl2;
+                        done <= n_l[4];
                         waddr <= pd + ni[AW+1:2];
                         wdata <= n_pack;
                     end
@@ -464,12 +526,13 @@ module ga2_sm #(
                 M_STEP: begin
                     waddr <= s4_a;
                     wdata <= p_word;
+                    if (pw) psum <= psum + {22'd0, psum4(wdata)};
                     if (s4_k == K_NORM) begin
                         we <= 1'b1;
-                        psum <= psum + {22'd0, psum4(p_word)};
+                        pw <= 1'b1;
                         if (s4_l) tl <= 2'd1;
                     end
-                    if (tl == 2'd1) begin
+                    if (tl == 2'd1) begin  // the last p's sum goes to psum; q_lo, q_hi take l_old * alpha
                         we <= 1'b1;
                         waddr <= pst;
                         wdata <= {{24{m[7]}}, m};
@@ -477,7 +540,7 @@ module ga2_sm #(
                     end else if (tl == 2'd2) begin
                         we <= 1'b1;
                         waddr <= pst + 1;
-                        wdata <= l_scaled[46:15] + psum;
+                        wdata <= q_scaled + psum;
                         tl <= 2'd3;
                     end else if (tl == 2'd3) begin
                         we <= 1'b1;

@@ -696,8 +696,8 @@ def smax_cycles(n: int) -> int:
 
 
 SM_STEP_LATENCY = 14  # STEP: setup, two state reads, the gap, the alpha slot, pipeline, three state writes
-SM_ACC_LATENCY = 5  # ACC: setup, the alpha read, the read latency, the write stage
-SM_NORM_LATENCY = 9  # NORM: setup, the l read and its latency, divu's start, the pass's latency
+SM_ACC_LATENCY = 7  # ACC: setup, the alpha read, the read latency, O and its two products registered, the write stage
+SM_NORM_LATENCY = 14  # NORM: setup, the l read and its latency, divu's start, the pass's six-stage pipeline
 
 
 def smax_mode_cycles(mode: int, n: int) -> int:
