@@ -14,6 +14,7 @@ import pytest
 import replay
 from capra import asm, config, isa, tiled_attention
 from capra.machine import ProgramError
+from capra_cli.tiled_attention import case as tiled_case
 from conftest import needs_simulators
 from replay import image
 
@@ -63,18 +64,12 @@ def test_modes_refuse_bad_operands_naming_them():
         asm.smax_norm(0, 100, 200, 4, shift=16)
 
 
-def _case(t, needle=True, g=2, d=64, seed=0):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.standard_normal((g, d)), rng.standard_normal((t, d)), rng.standard_normal((t, d))
-    if needle:
-        k[t // 3] = 2.5 * q[0] / np.linalg.norm(q[0]) * np.sqrt(d)
-    s = [np.abs(x).max() / 127 for x in (q, k, v)]
-    q8, k8, v8 = [np.clip(np.round(x / c), -127, 127).astype(np.int64) for x, c in zip((q, k, v), s)]
-    lg = (q8 * s[0]) @ (k8 * s[1]).T / np.sqrt(d)
-    p = np.exp(lg - lg.max(1, keepdims=True))
-    ref = (p / p.sum(1, keepdims=True)) @ (v8 * s[2])
-    qa = int(round(s[0] * s[1] / np.sqrt(d) * 8 * 2**24))  # logits of scale 1/8
-    return tiled_attention.build(q8, k8, v8, qa, 24, smul=2048), ref, s[2]
+def _case(t, needle=True, seed=0):
+    """The tool's float reference case (random int8 q, K, V and their float softmax attention),
+    built into one tiled program with logits of scale 1/8."""
+    q8, k8, v8, logit_scale, sv, ref = tiled_case(t, needle, seed)
+    qa = int(round(logit_scale * 8 * 2**24))
+    return tiled_attention.build(q8, k8, v8, qa, 24, smul=2048), ref, sv
 
 
 @pytest.mark.parametrize("t", [100, 1024])
