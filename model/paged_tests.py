@@ -19,8 +19,8 @@
 
 from __future__ import annotations
 
-import copy
 import math
+import pickle
 import random
 
 import numpy as np
@@ -34,14 +34,20 @@ RULE_ONLY_WINDOWS = (1, 2, 5, 30)
 DECODE_STEPS = 24
 
 
+def deep_copy(value):
+    """A copy that shares nothing with `value` (a pickle round trip: the same as copy.deepcopy for
+    the lists, dicts and numbers of a page table, in a fraction of its time)."""
+    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def snapshot(pt: PL.PageTable) -> dict:
     """Everything a page-table operation may change, deep-copied, to compare before and after."""
-    pool = pt.pool.copy() if isinstance(pt.pool, np.ndarray) else copy.deepcopy(pt.pool)
+    pool = pt.pool.copy() if isinstance(pt.pool, np.ndarray) else deep_copy(pt.pool)
     return {
         "pool": pool,
         "ref": list(pt.ref),
         "free": list(pt.free),
-        "table": copy.deepcopy(pt.table),
+        "table": deep_copy(pt.table),
         "length": dict(pt.length),
         "dropped": dict(pt.dropped),
     }

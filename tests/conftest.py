@@ -10,12 +10,19 @@ is skipped when the simulator is not installed, unless CAPRA_REQUIRE_SIMULATORS=
 sets it): then it fails, naming the missing tool, so a machine without a simulator can never
 report the RTL replays as passed. Simulator builds are cached and locked (replay/simulators.py),
 so test workers that need the same build wait for one of them to make it.
+
+Every test compiles its programs and calibrates afresh: the program store (host/programs.py) is
+off, for the tests and the tools they start, unless CAPRA_PROGRAM_CACHE names one (a mutation run
+shares the working tree's, keyed by the sources it compiles with). A test that patches the
+compiler in memory would otherwise be served, or leave behind, a program the code on disk does not
+make.
 """
 
 import os
 import shutil
 
 import pytest
+from host import programs
 from hypothesis import HealthCheck, settings
 from replay.simulators import INSTALL_HINT
 from threadpoolctl import threadpool_limits
@@ -23,6 +30,10 @@ from threadpoolctl import threadpool_limits
 # The tests multiply tiny matrices: one BLAS thread is faster, and two test workers on two cores
 # must not each start a thread per core.
 _ONE_THREAD = threadpool_limits(limits=1)
+
+if not os.environ.get(programs.STORE_ENV):
+    os.environ[programs.STORE_ENV] = "off"
+    programs.STORE = programs.PROGRAMS.store = None
 
 # Property tests draw the same examples on every run (CI must not be flaky); explore new ones with
 #   pytest --hypothesis-profile=explore

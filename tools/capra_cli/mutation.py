@@ -58,6 +58,7 @@ from functools import partial
 from pathlib import Path
 
 from capra import config
+from host import programs
 from replay import runs
 from replay.simulators import CACHE_ENV, cache_dir
 
@@ -262,13 +263,17 @@ def block_check(block: str) -> list[str]:
 
 
 def _environment(root: Path) -> dict[str, str]:
-    """The check's environment: the copy's code first on the path, the shared simulator builds, and
-    every simulator required (a missing one fails a check rather than skipping what would catch)."""
+    """The check's environment: the copy's code first on the path, the shared simulator builds and
+    program store (both keyed by their sources: a mutant of the compiler compiles again, one of the
+    RTL builds again), and every simulator required (a missing one fails a check rather than
+    skipping what would catch)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(root / d) for d in ("model", "tools"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CAPRA_REQUIRE_SIMULATORS"] = "1"
     env[CACHE_ENV] = str(cache_dir())
+    if programs.STORE is not None:
+        env[programs.STORE_ENV] = str(programs.STORE.folder)
     return env
 
 
