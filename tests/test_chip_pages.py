@@ -11,6 +11,7 @@ import pytest
 from capra import config, isa
 from capra import paged_attention as pa
 from capra import tiled_attention as ta
+from conftest import needs_icarus
 from inference.chip_context import StepCycles, step_cost
 from inference.chip_pages import PAGE, ChipPages
 from inference.generate import generate
@@ -189,3 +190,29 @@ def test_paged_chip_refuses_what_it_cannot_hold(chips):
         small.step(5)
     with pytest.raises(MixedChipError, match="contiguous cache"):
         VectorisedPrefill(small)
+
+
+@pytest.mark.slow
+@needs_icarus
+def test_a_paged_decode_step_replays_in_icarus(chips):
+    """One decode step at 200 tokens with the paged K/V (every attention gathered from the pages,
+    the windowed table past its first pages), replayed: every word and counter equal."""
+    import replay
+    from replay import image
+
+    model, _flat, paged = chips
+    ev = PasskeyEvaluator(model)
+    ids = ev.tokenizer.encode(ev.build_prompt(200, ev.passkeys_for(200, 1)[0]))
+    paged.reset()
+    paged.prefill(ids[:-1])
+    trace = paged.step(ids[-1], executor="machine")
+    paged.reset()
+    assert sum(r.name.startswith("gathered") for r in trace.runs) == 8
+    with config.use(paged.ext_config(max(r.ext_words for r in trace.runs))):
+        records = [image.record(r.code, r.ext()) for r in trace.runs]
+        verdicts = replay.replay(records, name="chip_pages", latency=isa.EXT_LATENCY,
+                                 simulators=(replay.simulators.BY_NAME["icarus"],))
+    assert [r.counters[0] for r in records] == trace.cycles
+    for v in verdicts:
+        assert v.passed, v.problems
+        assert v.counters == [r.counters for r in records]

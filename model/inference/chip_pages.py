@@ -106,7 +106,10 @@ class ChipPages:
             slots[group.name] = (table[-1], length % self.page)
             tables[group.name] = table
             old = self.in_ext[group.name]
-            changed = [i for i, p in enumerate(table) if i >= len(old) or old[i] != p]
+            # a table changes at its end (a page taken, a shared last page copied) or, when pages were
+            # released, everywhere (it moved up); in between an entry never changes
+            start = len(old) - 1 if old and table[0] == old[0] and len(table) >= len(old) else 0
+            changed = [i for i in range(max(start, 0), len(table)) if i >= len(old) or old[i] != table[i]]
             for i in changed:
                 self.ext[gi * self.pages + i] = self.descriptor(table[i])
             self.written += len(changed)

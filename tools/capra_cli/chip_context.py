@@ -163,7 +163,8 @@ def main(args) -> int:
                  if paged else "each program's own image fits it"))
     if paged:
         print("LOAD cycles: the same programs with each K and V tile LOADed from a contiguous copy; gather +: what "
-              "the gathers add (three cycles a page for its descriptor, where not hidden)")
+              "the gathers add (three cycles a page for its descriptor, and each program's load of its table slice, "
+              "where not hidden)")
     if args.goal_context in contexts:
         print(goal_line)
     if not args.no_figure:
