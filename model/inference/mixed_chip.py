@@ -18,6 +18,14 @@ group g (two query heads share one KV head):
                      external memory
     out{L}           x + sum_h A_h @ Wo_h (the residual); the last layer adds the logits and argmax
 
+With ``kv="paged"`` the K/V lies in pages of the chip's external memory (``chip_pages``) and every
+attention, of any length, is instead
+
+    gathered{L}g{g}n{m}  the tiled attention with each K and V tile gathered through the group's
+                     block table (``capra.paged_attention``, tiles of 128 keys), ``p{i}`` appended
+                     where it takes several programs (they hand the states and O on in the chip's
+                     memory); the host writes the new rows and the changed descriptors, no copy
+
 Rotary. The numpy model rotates q and k at their absolute positions and stores keys rotated; the
 chip does the same. The host gives two rows per step, C (1 on the unrotated dims, cos on the rotated
 ones) and S (0, sin); the pair swap (x1, x2) -> (-x2, x1) is a constant 64 x 64 matrix SWAP, so
