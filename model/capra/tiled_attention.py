@@ -26,6 +26,7 @@ function however the context is split.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,24 +127,18 @@ def part_code(g: int, d: int, t: int, qa: int, qs: int, smul: int, tile: int | N
     tile = tile or choose_tile(d)
     dw = d // 4
     lay = layout(g, d, t)
-    kb = [0, tile * dw]
-    vb = [2 * tile * dw, 3 * tile * dw]
-    top = isa.SRAM_WORDS - isa.SRAM_GROUP_WORDS
-    if 4 * tile * dw > top:
+    if 4 * tile * dw > isa.SRAM_WORDS - isa.SRAM_GROUP_WORDS:
         raise ValueError(f"tiled attention: a tile of {tile} keys does not fit the scratchpad")
-    sw = isa.words_for(tile)
-    q_s = top
-    st_s = q_s + g * dw
-    s_s = [st_s + STATE_WORDS * g, st_s + STATE_WORDS * g + g * sw]
-    t_s = [s_s[1] + g * sw, s_s[1] + g * sw + g * d]
-    o_s = t_s[1] + g * d
-    out_s = o_s + g * d
-    if out_s + g * dw > isa.SRAM_WORDS:
-        raise ValueError("tiled attention: the working set does not fit the last bank group")
+    sp = scratch(g, d, tile, (0, tile * dw), (2 * tile * dw, 3 * tile * dw))
+
+    def fetch(e: _Emitter, j: int, n: int, k_buf: int, v_buf: int) -> None:
+        e.transfer(asm.load(k_buf, lay.k + j * tile * dw, 1, n * dw), f"load K tile {j}")
+        e.transfer(asm.load(v_buf, lay.v + j * tile * dw, 1, n * dw), f"load V tile {j}")
+
     cfg = config.active()
     with config.use(dataclasses.replace(cfg, ext_memory=max(cfg.ext_memory, lay.words))):
-        return _emit(g, d, t, tile, dw, lay, kb, vb, q_s, st_s, s_s, t_s, o_s, out_s, qa, qs, smul, out_shift,
-                     first, last)
+        return emit(g, d, t, tile, sp, Addresses(lay.q, lay.state, lay.o, lay.out), fetch, qa, qs, smul,
+                    out_shift, first, last)
 
 
 def build(q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, qa: int, qs: int, smul: int,
@@ -194,51 +189,111 @@ def ext_config(prog: TiledAttention) -> config.Config:
     return dataclasses.replace(cfg, ext_memory=max(cfg.ext_memory, len(prog.ext)))
 
 
-def _emit(g, d, t, tile, dw, lay, kb, vb, q_s, st_s, s_s, t_s, o_s, out_s, qa, qs, smul, out_shift,
-          first, last) -> list[int]:
+@dataclass(frozen=True)
+class Scratch:
+    """Where a tiled program keeps its words in the scratchpad: two K and two V tile buffers (where
+    the fetch writes), and in the last bank group what compute writes: q, the rows' states, the
+    logits and weights of two tiles (s), the weighted values of two tiles (t), the running output
+    O and the int8 output."""
+
+    k: tuple[int, int]
+    v: tuple[int, int]
+    q: int
+    state: int
+    s: tuple[int, int]
+    t: tuple[int, int]
+    o: int
+    out: int
+
+
+def scratch(g: int, d: int, tile: int, k: tuple[int, int], v: tuple[int, int]) -> Scratch:
+    """The tile buffers `k`, `v` (two each, placed by the caller) and the working set at the start
+    of the last bank group; raises ValueError when the working set does not fit that group."""
+    dw = d // 4
+    sw = isa.words_for(tile)
+    q_s = isa.SRAM_WORDS - isa.SRAM_GROUP_WORDS
+    st_s = q_s + g * dw
+    s_s = (st_s + STATE_WORDS * g, st_s + STATE_WORDS * g + g * sw)
+    t_s = (s_s[1] + g * sw, s_s[1] + g * sw + g * d)
+    o_s = t_s[1] + g * d
+    out_s = o_s + g * d
+    if out_s + g * dw > isa.SRAM_WORDS:
+        raise ValueError("tiled attention: the working set does not fit the last bank group")
+    return Scratch(tuple(k), tuple(v), q_s, st_s, s_s, t_s, o_s, out_s)
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """Where a program's small tensors lie in external memory: q (in), the rows' states (in; out
+    unless the program is the last), the running output O (in unless the first; out unless the
+    last) and the int8 output (out, the last)."""
+
+    q: int
+    state: int
+    o: int
+    out: int
+
+
+# fetch(e, j, n, k_buf, v_buf): the transfers that bring the program's tile j (its n keys) into
+# the K buffer k_buf and the V buffer v_buf: two LOADs from a contiguous run here, two GATHERs
+# through a block table in capra.paged_attention.
+Fetch = Callable[[_Emitter, int, int, int, int], None]
+
+
+def emit(g: int, d: int, t: int, tile: int, sp: Scratch, ext: Addresses, fetch: Fetch, qa: int, qs: int,
+         smul: int, out_shift: int, first: bool, last: bool, before_fetch: Callable[[_Emitter], None] | None = None,
+         parity: int = 0) -> list[int]:
+    """The one tiled online-softmax program: t keys in tiles of `tile`, each tile's K and V brought
+    in by ``fetch`` (the next tile's while this one computes). `first`: the program starts the
+    context (its first tile's weighted values are O, no state to rescale); `last`: it ends it (the
+    norm and the int8 output; else the states and O are stored for the next program).
+    ``before_fetch`` emits what must precede the first fetch (a block table's load); `parity`: the
+    buffer pair the first tile takes (a program that continues a context keeps its alternation)."""
     ntiles = -(-t // tile)
+    dw = d // 4
     e = _Emitter()
     e.emit(asm.qcfg(qa=qa, qb=0, shift=qs), "qcfg: the logits' scale")
-    head = [e.transfer(asm.load(q_s, lay.q, g, dw), "load q"),
-            e.transfer(asm.load(st_s, lay.state, 1, STATE_WORDS * g), "load the states")]
+    head = [e.transfer(asm.load(sp.q, ext.q, g, dw), "load q"),
+            e.transfer(asm.load(sp.state, ext.state, 1, STATE_WORDS * g), "load the states")]
     if not first:
-        head.append(e.transfer(asm.load(o_s, lay.o, 1, g * d), "load the running output"))
+        head.append(e.transfer(asm.load(sp.o, ext.o, 1, g * d), "load the running output"))
+    if before_fetch is not None:
+        before_fetch(e)
 
-    def fetch(j: int) -> None:
-        n = min(tile, t - j * tile)
-        b = j % 2
-        (e.transfer(asm.load(kb[b], lay.k + j * tile * dw, 1, n * dw), f"load K tile {j}"),
-         e.transfer(asm.load(vb[b], lay.v + j * tile * dw, 1, n * dw), f"load V tile {j}"))
+    def fetch_tile(j: int) -> None:
+        b = (j + parity) % 2
+        fetch(e, j, min(tile, t - j * tile), sp.k[b], sp.v[b])
 
-    fetch(0)
+    fetch_tile(0)
     if ntiles > 1:
-        fetch(1)
+        fetch_tile(1)
     for w in head:
         e.wait_for(w, "q, the states and the running output")
     for j in range(ntiles):
         n = min(tile, t - j * tile)
-        b = j % 2
+        b = (j + parity) % 2
+        kb, vb, s_b, t_b = sp.k[b], sp.v[b], sp.s[b], sp.t[b]
         nw = isa.words_for(n)  # the logits' rows packed (a shorter last tile too: the MM reads them so)
         direct = first and j == 0  # the first tile of the context: its weighted values are O
-        e.compute(asm.mm(q_s, kb[b], s_s[b], g, d, n, out8=True), f"logits of tile {j}")
+        e.compute(asm.mm(sp.q, kb, s_b, g, d, n, out8=True), f"logits of tile {j}")
         for r in range(g):
-            e.compute(asm.smax_step(s_s[b] + r * nw, st_s + STATE_WORDS * r, s_s[b] + r * nw, n, smul),
+            e.compute(asm.smax_step(s_b + r * nw, sp.state + STATE_WORDS * r, s_b + r * nw, n, smul),
                       f"step {j} row {r}")
-        e.compute(asm.mm(s_s[b], vb[b], o_s if direct else t_s[b], g, n, d, brows=True, stride=d if g > 1 else 0),
+        e.compute(asm.mm(s_b, vb, sp.o if direct else t_b, g, n, d, brows=True, stride=d if g > 1 else 0),
                   f"weights x V, tile {j}")
         if j + 2 < ntiles:  # the buffers of tile j are free once its last reader has been issued
-            fetch(j + 2)
+            fetch_tile(j + 2)
         if not direct:
             for r in range(g):
-                e.compute(asm.smax_acc(t_s[b] + r * d, st_s + STATE_WORDS * r, o_s + r * d, d), f"acc {j} row {r}")
+                e.compute(asm.smax_acc(t_b + r * d, sp.state + STATE_WORDS * r, sp.o + r * d, d), f"acc {j} row {r}")
     if last:
         for r in range(g):
-            e.compute(asm.smax_norm(o_s + r * d, st_s + STATE_WORDS * r, out_s + r * dw, d, shift=out_shift),
+            e.compute(asm.smax_norm(sp.o + r * d, sp.state + STATE_WORDS * r, sp.out + r * dw, d, shift=out_shift),
                       f"norm row {r}")
-        e.transfer(asm.store(out_s, lay.out, g, dw), "store the output")
+        e.transfer(asm.store(sp.out, ext.out, g, dw), "store the output")
     else:
-        e.transfer(asm.store(st_s, lay.state, 1, STATE_WORDS * g), "store the states")
-        e.transfer(asm.store(o_s, lay.o, 1, g * d), "store the running output")
+        e.transfer(asm.store(sp.state, ext.state, 1, STATE_WORDS * g), "store the states")
+        e.transfer(asm.store(sp.o, ext.o, 1, g * d), "store the running output")
     e.emit(asm.halt(), "halt")
     return e.code
 

@@ -18,6 +18,14 @@ group g (two query heads share one KV head):
                      external memory
     out{L}           x + sum_h A_h @ Wo_h (the residual); the last layer adds the logits and argmax
 
+With ``kv="paged"`` the K/V lies in pages of the chip's external memory (``chip_pages``) and every
+attention, of any length, is instead
+
+    gathered{L}g{g}n{m}  the tiled attention with each K and V tile gathered through the group's
+                     block table (``capra.paged_attention``, tiles of 128 keys), ``p{i}`` appended
+                     where it takes several programs (they hand the states and O on in the chip's
+                     memory); the host writes the new rows and the changed descriptors, no copy
+
 Rotary. The numpy model rotates q and k at their absolute positions and stores keys rotated; the
 chip does the same. The host gives two rows per step, C (1 on the unrotated dims, cos on the rotated
 ones) and S (0, sin); the pair swap (x1, x2) -> (-x2, x1) is a constant 64 x 64 matrix SWAP, so
@@ -59,16 +67,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from capra import CompileError, Graph, compile_graph, config, ext_image, isa, run
+from capra import paged_attention as pa
 from capra import tiled_attention as ta
 from capra.compiler import Program
+from capra.machine import Machine
 from capra.quant import SOFTMAX_IN_SCALE, multiplier
 
+from .chip_pages import ChipPages
 from .mixed_lm import LayerWeights, MixedLM, rotary_tables
 
 # The chip these programs are built for: the largest scratchpad the RTL is built with, and an
 # external memory that holds a program's weights (a projection program's are 9,216 words).
 CHIP = config.Config(sram_words=16384, ext_memory=1 << 16)
 SCORE_FLOOR = 16.0  # a softmax input this far below its row's maximum has exp(-16): table entry 0
+KV_MODES = ("contiguous", "paged")  # MixedChip's K/V: copied contiguous for each program, or paged and gathered
+PAGED_CONTEXT = 8192  # the context the paged K/V's pool is sized for unless told
 
 
 class MixedChipError(ValueError):
@@ -299,16 +312,27 @@ def a_shift(v_range: float, a_range: float) -> int:
 
 @dataclass
 class ChipRun:
-    """One program as it ran: its name, its code and its external memory at start (``ext()``; made
-    on demand, for a replay), and the external memory it needs (``ext_words``)."""
+    """One program as it ran: its name, its code and its external memory at start (``ext()``; both
+    made on demand, for a replay), and the external memory it needs (``ext_words``)."""
 
     name: str
-    code: list[int]
+    make_code: Callable[[], list[int]]
     make_ext: Callable[[], list[int]]
     ext_words: int
 
+    @property
+    def code(self) -> list[int]:
+        return self.make_code()
+
     def ext(self) -> list[int]:
         return self.make_ext()
+
+
+def _not_kept(name: str) -> Callable[[], list[int]]:
+    def fail() -> list[int]:
+        raise MixedChipError(f"{name}: a paged attention program run by the reference executor keeps neither "
+                             "its code nor its image (the pool moves on); run the step on the machine model")
+    return fail
 
 
 @dataclass
@@ -323,6 +347,7 @@ class StepTrace:
     next_token: int
     runs: list[ChipRun] = field(default_factory=list)
     cycles: list[int] = field(default_factory=list)
+    host_words: int = 0  # words the host wrote into the chip's external memory for the step (not weights)
 
 
 @dataclass(frozen=True)
@@ -345,16 +370,33 @@ class MixedChip:
     faster up to a tile); over more, the tiled program of ``capra.tiled_attention``, split into
     parts where one program would not fit the instruction memory.
 
+    ``kv`` is where the K/V cache lives. ``"contiguous"``: in the host's arrays (``keys``,
+    ``values``), and every attention program's image gets a contiguous copy of the rows it reads,
+    every step. ``"paged"``: also in pages of the chip's external memory (``chip_pages.ChipPages``,
+    sized for ``max_context`` tokens), where the host writes only each step's new rows and the
+    descriptors that changed; every attention program, short or long, is the tiled one with its K
+    and V tiles gathered through the block table (``capra.paged_attention``, tiles of
+    ``paged_tile`` = 128 keys: two bank groups hold the four tile buffers, the third the table).
+    ``StepTrace.host_words`` counts what the host writes either way.
+
     ``executor`` runs a program: ``"reference"`` (the program's integer semantics in numpy,
     ``capra.run`` and ``tiled_attention.reference``), ``"machine"`` (the machine model, cycle-exact
     with the RTL) or ``"both"`` (both, and a mismatch of any output word is an error)."""
 
-    def __init__(self, model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP) -> None:
+    def __init__(self, model: MixedLM, ranges: dict[str, float], cfg: config.Config = CHIP, kv: str = "contiguous",
+                 max_context: int = PAGED_CONTEXT) -> None:
+        if kv not in KV_MODES:
+            raise MixedChipError(f"kv must be one of {', '.join(KV_MODES)}, got {kv!r}")
+        if isinstance(max_context, bool) or not isinstance(max_context, int) or max_context < 1:
+            raise MixedChipError(f"max_context must be an integer >= 1, got {max_context!r}")
         self.model = model
         self.ranges = dict(ranges)
         self.cfg = cfg
+        self.kv = kv
+        self.max_context = max_context
         with config.use(cfg):
             self.tile = ta.choose_tile(model.head_dim)
+            self.paged_tile = pa.choose_tile(model.head_dim)
         self.one_shot_rows = self.tile  # attention over at most this many rows runs one-shot (the faster there)
         self._programs: dict[tuple, Program] = {}
         self._codes: dict[tuple, list[int]] = {}
@@ -366,6 +408,7 @@ class MixedChip:
         self.position = 0
         self.keys = [[np.zeros((0, m.head_dim), np.int64) for _ in range(m.n_kv_heads)] for _ in range(m.n_layers)]
         self.values = [[np.zeros((0, m.head_dim), np.int64) for _ in range(m.n_kv_heads)] for _ in range(m.n_layers)]
+        self.cache = ChipPages(m, self.max_context) if self.kv == "paged" else None
 
     def program(self, kind: str, layer: int, group: int = 0, rows: int = 0) -> Program:
         key = (kind, layer, group, rows)
@@ -448,7 +491,8 @@ class MixedChip:
             with config.use(self.cfg):
                 return ext_image(P, feeds)
 
-        trace.runs.append(ChipRun(P.name, P.code, image, P.ext_words))
+        trace.runs.append(ChipRun(P.name, lambda: P.code, image, P.ext_words))
+        trace.host_words += sum(P.tensors[n].words for n in P.inputs)
         return {name: np.asarray(ints, dtype=np.int64) for name, (ints, _floats) in out.items()}
 
     def _tiled(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
@@ -466,7 +510,10 @@ class MixedChip:
             words = ta.layout(len(p.sinks), self.model.head_dim, hi - lo).words
             start = mach_carry if executor != "reference" else ref_carry
             ext = ta.part_image(q8, k8[lo:hi], v8[lo:hi], *start)
-            trace.runs.append(ChipRun(name, code, lambda ext=ext: ext, words))
+            trace.runs.append(ChipRun(name, lambda code=code: code, lambda ext=ext: ext, words))
+            # the host writes K, V, q and the states, and O after the first part (the rest is output)
+            trace.host_words += ta.layout(len(p.sinks), self.model.head_dim, hi - lo).out \
+                + (0 if first else len(p.sinks) * self.model.head_dim)
             if executor in ("reference", "both"):
                 ref_carry = ta.reference_part(q8, k8[lo:hi], v8[lo:hi], p.qa, p.qs, p.smul, self.tile, *ref_carry)
             if executor in ("machine", "both"):
@@ -489,11 +536,57 @@ class MixedChip:
                                  "model's output differs from the integer reference")
         return out
 
+    def _gathered(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
+                  trace: StepTrace) -> np.ndarray:
+        """The tiled attention of one group over its rows in the paged K/V (``chip_pages``), each
+        K and V tile gathered through the group's block table (``capra.paged_attention``, tiles of
+        ``paged_tile`` keys); k8, v8 are the same rows, which only the reference executor reads.
+        The host writes q and the rows' starting states; a context past the instruction memory
+        runs as several programs that hand the states and O on in the chip's external memory."""
+        p = self.tiled_params(layer, group)
+        where, lo, hi = self.cache.source(layer, group)
+        if hi - lo != k8.shape[0]:
+            raise AssertionError(f"layer {layer}: the pages hold {hi - lo} attended rows, the host's cache "
+                                 f"{k8.shape[0]}")
+        g, d, tile = len(p.sinks), self.model.head_dim, self.paged_tile
+        name = f"gathered{layer}g{group}n{hi - lo}"
+        trace.host_words += g * isa.words_for(d) + ta.STATE_WORDS * g
+        states, o = [ta.state_init(s) for s in p.sinks], None
+        if executor == "reference":  # the integer function, tile by tile as the programs split it
+            base = len(self.cache.image())
+            words = base + 2 * g * isa.words_for(d) + ta.STATE_WORDS * g + g * d
+            trace.runs.append(ChipRun(name, _not_kept(name), _not_kept(name), words))
+            states, o = ta.reference_part(q8, k8, v8, p.qa, p.qs, p.smul, tile, states, o)
+            return np.stack([isa.softmax_norm(o[r], states[r][1], p.out_shift) for r in range(g)])
+        with config.use(self.cfg):
+            prog = pa.build(q8, self.cache.image(), where, lo, hi, p.qa, p.qs, p.smul, sink=list(p.sinks),
+                            out_shift=p.out_shift, tile=tile)
+        ext = prog.ext
+        with config.use(self.ext_config(len(ext))):
+            for i, seg in enumerate(prog.segments):
+                seg_name = name + (f"p{i}" if len(prog.segments) > 1 else "")
+                trace.runs.append(ChipRun(seg_name, lambda code=seg.code: code, lambda ext=ext: [int(w) for w in ext],
+                                          len(ext)))
+                m = Machine(ext=ext.copy())
+                m.run(seg.code)
+                trace.cycles.append(m.counters.cycles)
+                ext = m.ext
+        got = isa.unpack_int8_rows(ext[prog.out_ext : prog.out_ext + g * isa.words_for(d)], g, d)
+        if executor == "both":
+            states, o = ta.reference_part(q8, k8, v8, p.qa, p.qs, p.smul, tile, states, o)
+            want = np.stack([isa.softmax_norm(o[r], states[r][1], p.out_shift) for r in range(g)])
+            if not np.array_equal(got, want):
+                raise AssertionError(f"{name}: the machine model's output differs from the integer reference")
+        return got
+
     def attention(self, layer: int, group: int, q8: np.ndarray, k8: np.ndarray, v8: np.ndarray, executor: str,
                   trace: StepTrace) -> np.ndarray:
-        """A (int8, scale of a{layer}) of one KV group over its visible rows: one-shot up to
+        """A (int8, scale of a{layer}) of one KV group over its visible rows k8, v8: with a paged
+        K/V the gathered program (``_gathered``) over any number of rows; else one-shot up to
         ``one_shot_rows`` (a tile unless changed, e.g. to compare the two), tiled beyond."""
         rows = k8.shape[0]
+        if self.kv == "paged":
+            return self._gathered(layer, group, q8, k8, v8, executor, trace)
         if rows > self.one_shot_rows:
             return self._tiled(layer, group, q8, k8, v8, executor, trace)
         feeds = {"q": q8 * self._scale(f"q{layer}"), "K": k8 * self._scale(f"k{layer}"),
@@ -514,6 +607,11 @@ class MixedChip:
         c, s = rotation_rows(m, np.array([pos]))
         rot = {"rot_c": np.repeat(c, rep, axis=0), "rot_s": np.repeat(s, rep, axis=0)}
         x = m.embed[int(token)][None, :].astype(np.float64)  # the embedding: a host lookup
+        if self.cache is not None:
+            if pos >= self.max_context:
+                raise MixedChipError(f"position {pos}: the paged K/V holds max_context={self.max_context} tokens")
+            written = self.cache.written
+            self.cache.begin_step()
         new_keys, new_values = [], []
         for layer in range(m.n_layers):
             a_out = {}
@@ -526,6 +624,8 @@ class MixedChip:
                 keys, values = keys[-n:], values[-n:]
                 new_keys.append(keys)
                 new_values.append(values)
+                if self.cache is not None:
+                    self.cache.write_row(layer, grp, k_int, v_int)
                 a_int = self.attention(layer, grp, q_int, keys, values, executor, trace)
                 a_out[f"a{grp}"] = a_int * self._scale(f"a{layer}")
             out = self._run(self.program("out", layer), {"x": x, **a_out}, executor, trace)
@@ -535,6 +635,9 @@ class MixedChip:
                 trace.logits = out["logits"][0] * self._scale("logits")
                 trace.next_token = int(out["tok"][0, 0])
         # the step went through: keep its keys (a windowed layer only its window)
+        if self.cache is not None:
+            self.cache.end_step()
+            trace.host_words += self.cache.written - written
         i = 0
         for layer in range(m.n_layers):
             for grp in range(m.n_kv_heads):

@@ -117,6 +117,8 @@ class VectorisedPrefill:
 
     def __init__(self, chip: MixedChip) -> None:
         m = chip.model
+        if chip.kv != "contiguous":
+            raise MixedChipError(f"the vectorised prefill fills a contiguous cache; the chip's is {chip.kv!r}")
         if any(lw.windowed for lw in m.layers) and m.window > chip.one_shot_rows:
             raise MixedChipError(f"a window of {m.window} rows is past the one-shot attention's {chip.one_shot_rows}: "
                                  "the vectorised prefill tiles global layers only")

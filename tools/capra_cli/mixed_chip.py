@@ -25,6 +25,11 @@ in several programs where one would not fit the instruction memory.
 5. Unless --no-rtl: the programs of one decode step at context --replay-context replayed on Icarus
    and Verilator, every word and counter compared with the machine model.
 
+With --kv paged the K/V lies in pages of the chip's external memory (inference/chip_pages.py) and
+every attention, short or long, is the tiled program with each K and V tile gathered through the
+block table (capra.paged_attention, 128-key tiles); the host writes per step the new rows, the
+descriptors that changed and the programs' small inputs (the replay line prints that count).
+
 Exit status 0 when every check passes (machine model = integer semantics, the chip's tokens are the
 float model's, every passkey retrieved, both simulators PASS), 1 when one fails, 2 for a bad argument.
 """
@@ -38,7 +43,16 @@ from capra import config
 from inference import chip_context
 from inference.generate import generate
 from inference.long_context import PasskeyEvaluator
-from inference.mixed_chip import CHIP, LayerError, MixedChip, calibrate, equalize, largest_one_shot, layer_errors
+from inference.mixed_chip import (
+    CHIP,
+    KV_MODES,
+    LayerError,
+    MixedChip,
+    calibrate,
+    equalize,
+    largest_one_shot,
+    layer_errors,
+)
 from inference.mixed_lm import make_mixed_model
 
 from .common import BadArgument, Parser, Progress, finish, int_range
@@ -67,6 +81,10 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--one-shot-rows", type=int_range(1, ONE_SHOT_MAX), default=None, metavar="R",
                     help=f"run attention over up to R rows one-shot, 1..{ONE_SHOT_MAX} (default: one tile, 192, where "
                          "the one-shot program is the faster; more compares it with the tiled one)")
+    ap.add_argument("--kv", choices=KV_MODES, default="contiguous",
+                    help="where the K/V lies: contiguous (a copy of the attended rows in each attention program's "
+                         "image) or paged (pages of the chip's external memory, every attention tiled with its "
+                         "tiles gathered through the block table) (default contiguous)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the replay on the simulators")
     ap.add_argument("--no-bisect", action="store_true", help="skip the search for the largest context")
 
@@ -98,13 +116,17 @@ def main(args) -> int:
                           "other lengths")
     chip_model, _factors = equalize(model, [ids for ids, _k in calib])
     ranges = calibrate(chip_model, [ids for ids, _k in calib])
-    chip = MixedChip(chip_model, ranges)
+    longest = max(max(len(ids) for ids, _k in evals) + args.decode_steps, args.replay_context)
+    chip = MixedChip(chip_model, ranges, kv=args.kv, max_context=longest)
     if args.one_shot_rows is not None:
         chip.one_shot_rows = args.one_shot_rows
     problems: list[str] = []
     checks = 0
     print(f"chip: {CHIP.n}x{CHIP.n} array, scratchpad {CHIP.sram_words} words, external memory {CHIP.ext_memory} "
           f"words; a decode step is {model.n_layers * (2 * model.n_kv_heads + 1)} programs")
+    if args.kv == "paged":
+        print(f"  K/V paged: pages of {chip.cache.page} rows in the chip's external memory, every attention tiled "
+              f"({chip.paged_tile}-key tiles) with each K and V tile gathered through the block table")
     sizes = {name: chip.program(kind, 0, 0, 1) for name, kind in (("projection", "proj"), ("output", "out"))}
     for name, P in sizes.items():
         print(f"  {name} program (layer 0): {len(P.code) // 4} instructions, {P.ext_words} words of external memory")
@@ -127,6 +149,8 @@ def main(args) -> int:
     # the positions whose global layers attend over more than a tile: their attention is tiled
     tiled = np.array([pos + 1 > chip.tile for ids, _key in evals for pos in range(len(ids))])
     how = "tiled" if chip.one_shot_rows == chip.tile else f"one-shot up to {chip.one_shot_rows} rows"
+    if args.kv == "paged":
+        how = f"paged: every attention gathered in {chip.paged_tile}-key tiles"
     agree = np.array(total.top1)
     dec = np.array(total.decisive)
     for title, pick in (("all positions", np.ones_like(tiled)), (f"positions past {chip.tile} ({how})", tiled)):
@@ -192,7 +216,7 @@ def main(args) -> int:
         with config.use(chip.ext_config(max(r.ext_words for r in trace.runs))):
             records = [image.record(r.code, r.ext()) for r in trace.runs]
             print(f"\nreplay: the decode step at context {args.replay_context} ({len(records)} programs, "
-                  f"{sum(trace.cycles)} cycles on the machine model)")
+                  f"{sum(trace.cycles)} cycles on the machine model, {trace.host_words} words written by the host)")
             for v in replay.replay(records, name="mixed_chip", tool="mixed-chip"):
                 print(f"{v.simulator:10s} {v.line}")
                 problems += v.problems
