@@ -12,10 +12,18 @@ import numpy as np
 import pytest
 import replay
 from capra import config, isa, run
+from capra import tiled_attention as ta
+from capra.machine import Machine
 from capra.quant import SOFTMAX_IN_SCALE, multiplier
 from conftest import needs_icarus, needs_verilator
 from inference.mixed_chip import MixedChipError, sink_groups
-from inference.mixed_chunk import ChunkedPrefill, key_spans
+from inference.mixed_chunk import (
+    ChunkedPrefill,
+    RowsTiledTooLong,
+    key_spans,
+    rows_tiled_code,
+    rows_tiled_image,
+)
 from inference.mixed_prefill import VectorisedPrefill
 from int_reference import requantize_ref, softmax_ref
 from test_mixed_prefill import _chip
@@ -82,6 +90,34 @@ def test_chunk_attention_program_is_the_isa_arithmetic(small):
             got, _mach = run(P, feeds, machine=True)
         a = np.asarray(got[P.outputs[0]][0], dtype=np.int64).reshape(4, 2, hd)
         np.testing.assert_array_equal(a, _attention_ref(chip, 0, grp, q, keys, values, spans))
+
+
+def test_rows_tiled_program_is_the_decode_tiled_arithmetic(small):
+    """Eight query rows of four lengths (two heads each) over tiles of 16 keys, on the machine model:
+    rows that see none of a tile, part of it or all of it; each row's output is the decode's tiled
+    attention over its own keys (``tiled_attention.reference``), with each head's sink."""
+    chip, _ev = small
+    rng = np.random.default_rng(5)
+    hd = chip.model.head_dim
+    p = chip.tiled_params(1, 0)
+    lengths = [5, 5, 17, 17, 33, 33, 40, 40]
+    with config.use(chip.cfg):
+        prog = rows_tiled_code(lengths, hd, p.qa, p.qs, p.smul, chip.tile, p.out_shift)
+    q8 = rng.integers(-127, 128, (8, hd))
+    k8 = rng.integers(-127, 128, (40, hd))
+    v8 = rng.integers(-127, 128, (40, hd))
+    sinks = [p.sinks[r % 2] for r in range(8)]
+    with config.use(chip.ext_config(prog.words)):
+        m = Machine.with_ext(rows_tiled_image(prog, q8, k8, v8, sinks), prog.words)
+        m.run(prog.code)
+    got = isa.unpack_int8_rows(m.ext[prog.out:prog.out + 8 * hd // 4], 8, hd)
+    for r, n in enumerate(lengths):
+        want = ta.reference(q8[r:r + 1], k8[:n], v8[:n], p.qa, p.qs, p.smul, chip.tile, sinks[r], p.out_shift)
+        np.testing.assert_array_equal(got[r], want[0], err_msg=f"row {r} over {n} keys")
+    with pytest.raises(MixedChipError, match="non-decreasing"):
+        rows_tiled_code([5, 4], hd, p.qa, p.qs, p.smul, chip.tile, p.out_shift)
+    with config.use(chip.cfg), pytest.raises(RowsTiledTooLong, match="instruction memory"):
+        rows_tiled_code([1000] * 16, hd, p.qa, p.qs, p.smul, chip.tile, p.out_shift)  # 63 tiles of 16 keys
 
 
 def _same_as(chip, res, traces) -> None:
@@ -157,7 +193,7 @@ def test_chunk_machine_model_equals_integer_semantics(small):
     cp = ChunkedPrefill(chip, 16)
     traces = cp.prefill(ids, executor="both")
     assert all(c > 0 for tr in traces for c in tr.cycles)
-    assert any(r.name.startswith("tiled") for r in traces[1].runs)
+    assert any(r.name.startswith("ctiled") for r in traces[1].runs)
 
 
 def test_bad_chunks(small):

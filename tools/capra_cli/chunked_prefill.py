@@ -107,6 +107,11 @@ def main(args) -> int:
                   f"{per_token * len(prompt) / cycles:8.2f} {programs:8d}  "
                   + ("same cache, logits and tokens as the vectorised prefill; answer "
                      f"{ev.tokenizer.decode(got)!r}" if not found else "; ".join(found)))
+            parts = {"projection": "cproj", "one-shot attention": "cattn", "tiled attention": ("ctiled", "tiled"),
+                     "output": "cout"}
+            spent = {what: sum(cyc for t in traces for r, cyc in zip(t.runs, t.cycles, strict=True)
+                               if r.name.startswith(prefix)) for what, prefix in parts.items()}
+            print("       cycles per token: " + ", ".join(f"{what} {n / len(prompt):.0f}" for what, n in spent.items()))
             if replay_runs is None:
                 replay_runs = (len(prompt), c, traces[-1])
     if not args.no_rtl and replay_runs is not None:
