@@ -5,9 +5,10 @@
 
 The chip is calibrated as `capra mixed-chip` calibrates it. Each passkey prompt (seeded as the
 evaluation's) is prefilled in chunks of C tokens (inference/mixed_chunk.py: per layer and KV group
-a projection program and an attention program over all C rows, per layer an output program; the
-weights load once per chunk) on the machine model, and its cycles are divided by the prompt's
-tokens. Token-by-token prefill runs every prompt token as a decode step: its cycles are the sum of
+a projection program over all C rows and the attention programs of its rows, per layer an output
+program; the weights load once per chunk) on the machine model, and its cycles are divided by the
+prompt's tokens; a second line splits them by program kind (projection, one-shot attention, tiled
+attention, output). Token-by-token prefill runs every prompt token as a decode step: its cycles are the sum of
 the decode steps' at each context (inference/chip_context.py; a program's cycles do not depend on
 its data).
 
@@ -15,7 +16,7 @@ Checks: every chunk program on the machine model computes its integer semantics;
 every position's logits and greedy token after the chunked prefill are those of the vectorised
 prefill (inference/mixed_prefill.py, an independent numpy evaluation of the decode arithmetic);
 the answer decoded after it is the float model's and holds the passkey. Unless --no-rtl, the
-programs of the last chunk of the first prompt at the first chunk size are replayed on Icarus and
+programs of the last chunk of the last prompt at the first chunk size are replayed on Icarus and
 Verilator, every word and counter compared with the machine model.
 
 Exit status 0 when every check passes, 1 when one fails, 2 for a bad argument.
@@ -112,7 +113,7 @@ def main(args) -> int:
             spent = {what: sum(cyc for t in traces for r, cyc in zip(t.runs, t.cycles, strict=True)
                                if r.name.startswith(prefix)) for what, prefix in parts.items()}
             print("       cycles per token: " + ", ".join(f"{what} {n / len(prompt):.0f}" for what, n in spent.items()))
-            if replay_runs is None:
+            if c == args.chunks[0]:  # the longest prompt's (past 192 tokens its global rows run ctiled)
                 replay_runs = (len(prompt), c, traces[-1])
     if not args.no_rtl and replay_runs is not None:
         import replay
