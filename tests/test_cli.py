@@ -369,6 +369,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         too_small(),
         without("iverilog", "verilator"),
     ],
+    "chunked-prefill": [
+        bad("--lengths", "8", says="--lengths"),
+        bad("--chunks", "33", says="--chunks"),
+        bad("--chunks", "8", "8", says="--chunks"),
+        without("iverilog", "verilator"),
+    ],
     "mixed-chip": [
         bad("--lengths", "8", says="--lengths"),
         bad("--replay-context", "9000", says="--replay-context"),

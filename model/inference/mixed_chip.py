@@ -648,7 +648,7 @@ class MixedChip:
 
     def prefill(self, ids: Sequence[int], executor: str = "reference",
                 progress: Callable[[int], None] | None = None) -> list[StepTrace]:
-        """Every token of `ids` as a decode step (the chip path has no chunked prefill program)."""
+        """Every token of `ids` as a decode step (``mixed_chunk.ChunkedPrefill`` runs C tokens a program)."""
         traces = []
         for i, tok in enumerate(ids):
             traces.append(self.step(int(tok), executor))

@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kv-bench": ("kv_bench", "the mixed cache's memory against a full cache, derived and measured"),
     "own-model": ("own_model", "your own small model: a graph compiled for GA2, run four ways, replayed on the RTL"),
     "mixed-chip": ("mixed_chip", "the mixed windowed/global model on GA2 in int8: per-layer error, decode, replay"),
+    "chunked-prefill": ("chunked_prefill", "the mixed model's prompt prefilled in chunks on GA2: cycles per token"),
     "tiled-attention": ("tiled_attention", "decode attention tiled over the context: error, cycles, word bound"),
     "chip-context": ("chip_context", "cycles per decode step of the mixed model on GA2 against the context"),
     "page-groups": ("page_groups", "KV rows the paged host holds for the mixed model, per-layer page groups"),
