@@ -16,7 +16,7 @@ from capra import tiled_attention as ta
 from capra.machine import Machine
 from capra.quant import SOFTMAX_IN_SCALE, multiplier
 from conftest import needs_icarus, needs_verilator
-from inference.mixed_chip import MixedChipError, sink_groups
+from inference.mixed_chip import MixedChip, MixedChipError, sink_groups
 from inference.mixed_chunk import (
     ChunkedPrefill,
     RowsTiledTooLong,
@@ -200,6 +200,9 @@ def test_bad_chunks(small):
     chip, _ev = small
     with pytest.raises(MixedChipError, match="chunk must lie"):
         ChunkedPrefill(chip, 0)
+    paged = MixedChip(chip.model, chip.ranges, chip.cfg, kv="paged", max_context=64)
+    with pytest.raises(MixedChipError, match="contiguous K/V cache; the chip's is 'paged'"):
+        ChunkedPrefill(paged, 4)
     cp = ChunkedPrefill(chip, 4)
     with pytest.raises(MixedChipError, match="1..4 tokens"):
         cp.run_chunk([1] * 5)

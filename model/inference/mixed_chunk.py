@@ -339,6 +339,8 @@ class ChunkedPrefill:
     def __init__(self, chip: MixedChip, chunk: int) -> None:
         if not 1 <= chunk <= CHUNK_MAX:
             raise MixedChipError(f"chunk must lie in 1..{CHUNK_MAX}, got {chunk}")
+        if chip.kv != "contiguous":
+            raise MixedChipError(f"the chunked prefill fills a contiguous K/V cache; the chip's is {chip.kv!r}")
         self.chip = chip
         self.chunk = chunk
         self._programs: dict[tuple, Program] = {}
