@@ -305,7 +305,8 @@ def rows_tiled_image(prog: RowsTiled, q8: np.ndarray, k8: np.ndarray, v8: np.nda
 class ChunkTrace:
     """One chunk on the chip: its first position, its tokens, each layer's residual out (rows x
     d_model, float), the logits (rows x vocab), each row's greedy token, the programs run (for a
-    replay) and the cycles of each (machine model only)."""
+    replay), the cycles of each (machine model only) and the words the host wrote into the chip's
+    external memory for them (every program's inputs, the K/V copies among them)."""
 
     position: int
     tokens: list[int]
@@ -314,6 +315,7 @@ class ChunkTrace:
     next_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     runs: list[ChipRun] = field(default_factory=list)
     cycles: list[int] = field(default_factory=list)
+    host_words: int = 0
 
 
 def key_spans(model, layer: int, start: int, rows: int, cached: int) -> list[tuple[int, int]]:
