@@ -15,7 +15,11 @@ top bank group to themselves; the compiler emits both and keeps the one whose sc
 
 Families. In a batch, the key (and value) projections of consecutive rows of x by one weight are
 one MM with an output row stride: each request's cache region is laid out `stride` words after
-the one before, so row j lands at the end of request j's region (``_Family``).
+the one before, so row j lands at the end of request j's region (``_Family``). A run of rows is
+two families (the first half's attentions start while the second half's caches arrive) or one
+(fewer, longer MMs); a third placement puts the regions of one kind side by side (the key halves
+in one bank group, the value halves in another). The compiler emits these variants too and keeps
+the one whose schedule ends first.
 
 Schedule. Weights and inputs are loaded by the DMA in the order they are first needed (a load into
 a concat region counts as needed by the node that writes the region's computed part); compute
@@ -351,30 +355,48 @@ def compile_graph(graph: Graph, calib, ranges: dict | None = None) -> Program:
         return {n.name: Tensor(n.name, n.shape[0], n.shape[1], "int32" if n.op == "argmax" else "int8",
                                scales[n.name]) for n in graph.nodes.values()}
 
-    families = _row_families(graph, tensors(), params)
-    # two orders (matmuls that may chain one after another, or not), CHAIN wherever it may be set
-    # or nowhere (a chained matmul may hold back the other engine's next instruction, which waits
-    # for both matmuls), and two placements (the softmax's tensors in a bank group of their own, or
-    # with the other computed tensors): the one whose schedule ends first on the emitter's clock
-    # (performance only: all are right on any memory)
+    # Variants, each emitted on the emitter's clock; the one whose schedule ends first is kept
+    # (performance only: all are right on any memory). Two orders (matmuls that may chain one
+    # after another, or not), CHAIN wherever it may be set or nowhere (a chained matmul may hold
+    # back the other engine's next instruction, which waits for both matmuls), and two placements
+    # (the softmax's tensors in a bank group of their own, or with the other computed tensors).
+    # With families, also: each run of rows as one family instead of two halves, and the regions
+    # of one kind side by side (``_place_regions``). Those extra variants are only alternatives:
+    # whether a graph fits is decided by the others, so it does not depend on them.
     best = None
-    orders: list[list[str]] = []
-    for chained_order, chain in ((False, False), (False, True), (True, True)):
-        order = _load_order(graph, families, chained_order)
-        names = [n.name for n in order[0]]
-        if chained_order and names in orders:
+    split = _row_families(graph, tensors(), params)
+    whole = _row_families(graph, tensors(), params, split=False) if split else split
+    for families, extra in ((split, False), (whole, True)):
+        if extra and families == split:
             continue
-        orders.append(names)
-        for apart in (False, True):
-            compute, loads = order
-            placed = tensors()
-            _place_sram(graph, placed, loads, families, apart)
-            const_words, ext_words = _place_ext(graph, placed, consts, loads)
-            code, notes, cycles = _emit(graph, placed, params, compute, loads, families, chain)
-            if best is None or cycles < best[0]:
-                best = (cycles, placed, code, notes, const_words, ext_words, (compute, loads, chain))
+        orders: list[list[str]] = []
+        for chained_order, chain in ((False, False), (False, True), (True, True)):
+            if extra and not chain:
+                continue
+            order = _load_order(graph, families, chained_order)
+            names = [n.name for n in order[0]]
+            if chained_order and names in orders:
+                continue
+            orders.append(names)
+            for apart, kinds in ((False, False), (True, False), (False, True), (True, True)):
+                if kinds and not (families and chain):
+                    continue
+                compute, loads = order
+                placed = tensors()
+                try:
+                    _place_sram(graph, placed, loads, families, apart, kinds)
+                    const_words, ext_words = _place_ext(graph, placed, consts, loads)
+                except CompileError:
+                    if extra or kinds:
+                        continue
+                    raise
+                code, notes, cycles = _emit(graph, placed, params, compute, loads, families, chain)
+                if (extra or kinds) and len(code) // isa.WORDS_PER_INSTR >= isa.IMEM_INSTRS:
+                    continue
+                if best is None or cycles < best[0]:
+                    best = (cycles, placed, code, notes, const_words, ext_words, (compute, loads, chain, families))
     # the best of them again, each STORE as early as the work after it allows (kept if it ends sooner)
-    compute, loads, chain = best[6]
+    compute, loads, chain, families = best[6]
     code, notes, cycles = _emit(graph, best[1], params, compute, loads, families, chain, early_stores=True)
     if cycles < best[0]:
         best = (cycles, best[1], code, notes, best[4], best[5], best[6])
@@ -439,7 +461,8 @@ class _Family:
         return self.stride * len(self.members)
 
 
-def _row_families(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict]) -> dict[str, _Family]:
+def _row_families(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
+                  split: bool = True) -> dict[str, _Family]:
     """The families of the graph, by their first member's name (see ``_Family``).
 
     A member is a matmul whose A is a one-row view of a tensor; members share that tensor, the
@@ -474,7 +497,7 @@ def _row_families(graph: Graph, tensors: dict[str, Tensor], params: dict[str, di
                 runs.append([])
             runs[-1].append(name)
         for run in runs:
-            half = max(2, -(-len(run) // 2))
+            half = max(2, -(-len(run) // 2)) if split else len(run)
             for i in range(0, len(run), half):
                 _add_family(families, run[i : i + half], inside, tensors)
     return families
@@ -679,7 +702,7 @@ def _sources(graph: Graph, name: str) -> list[str]:
 
 
 def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str], families: dict[str, _Family],
-                apart: bool) -> None:
+                apart: bool, kinds: bool = False) -> None:
     """Give every tensor scratchpad words (see the module docstring): what the DMA writes apart
     from what compute writes, so that loads overlap compute without sharing a bank port.
 
@@ -714,13 +737,15 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str], fami
         elif node.op == "concat" and name not in inside:
             regions.append(name)
     sizes = [r.words if isinstance(r, _Family) else tensors[r].words for r in regions]
+    kind = [graph.nodes[r.members[0]].inputs[1] if isinstance(r, _Family) else None
+            for r in regions] if kinds else None
     spots = None
     soft_words = _block_words(graph, tensors, [name for name in computed if name in soft])
     if apart and soft and soft_words <= group:  # the softmax's tensors alone in the top group, the rest below it
         rest = [name for name in computed if name not in soft]
         high = size - group - _block_words(graph, tensors, rest)
         if high >= low:
-            spots = _place_regions(sizes, low, high, size, group)
+            spots = _place_regions(sizes, low, high, size, group, kind)
         if spots is not None:
             _place_up(graph, tensors, rest, high)
             _place_up(graph, tensors, [name for name in computed if name in soft], size - soft_words)
@@ -739,7 +764,7 @@ def _place_sram(graph: Graph, tensors: dict[str, Tensor], loads: list[str], fami
         raise CompileError(f"graph {graph.name!r}: its loaded tensors need {low} words, beyond the SRAM "
                            f"of {size} words")
     if spots is None:
-        spots = _place_regions(sizes, low, high, size, group)
+        spots = _place_regions(sizes, low, high, size, group, kind)
     if spots is None:
         # packed one after another after the loaded tensors: whether a graph fits then depends only
         # on its total size, so a graph that fits stays fitting when any tensor shrinks
@@ -802,14 +827,24 @@ def _paired(graph: Graph, name: str) -> list[str]:
             for other in node.inputs if other != name]
 
 
-def _place_regions(sizes: list[int], low: int, high: int, size: int, group: int) -> list[int] | None:
+def _place_regions(sizes: list[int], low: int, high: int, size: int, group: int,
+                   kinds: list | None = None) -> list[int] | None:
     """Concat regions apart from the loaded tensors, whose banks the DMA keeps busy: each at the
     start of a bank group nothing else uses, else right after another region, else after the
-    loaded tensors (first fit). None when first fit finds no room for one of them."""
+    loaded tensors (first fit). None when first fit finds no room for one of them.
+
+    With `kinds` (per region, None or what its computed rows come from: a family's weight), a
+    region goes first right after a region of its own kind: the two halves of a batch's key caches
+    share a bank group, and its value caches another, so a load into one kind's caches never
+    holds back the matmul that writes the other kind's new rows (one write port per bank)."""
     taken = [(0, low), (high, size)]
     spots = []
-    for words in sizes:
-        starts = [g * group for g in range(isa.SRAM_GROUPS)] + sorted(b for _a, b in taken[2:]) + [low]
+    for i, words in enumerate(sizes):
+        heads = [g * group for g in range(isa.SRAM_GROUPS)]
+        after = sorted(b for _a, b in taken[2:])
+        same = [] if kinds is None or kinds[i] is None else \
+            [spots[j] + sizes[j] for j in range(i) if kinds[j] == kinds[i]]
+        starts = same + heads + after + [low]
         spot = next((a for a in starts if a + words <= size and all(a + words <= x or a >= y for x, y in taken)),
                     None)
         if spot is None:
