@@ -226,7 +226,8 @@ module ga2_mm #(
     reg          half;                // N = 2: the pass is the second half of its tile
     reg [AW-1:0] b_ptr;               // BROWS: the line of reduction step cnt; dot: B row of the pass's first column
     reg [AW-1:0] b_first;             // dot: B row 4*t_first, where every batch tile's first pass starts
-    reg [AW-1:0] bias_a;              // BIAS: the pass's bias words, qbias_r + 4 * tile + 2 * half (set with them)
+    reg [AW-1:0] bias_a;              // BIAS: the pass's bias words, qbias_r + 4 * tile + 2 * half, a cycle
+                                      // after tile and half (a pass's first bias read is after its first B read)
     reg [AW-1:0] b_fofs;              // its offset from b_r, t_first * 4 * kw (P_SETUP; b_first a cycle later)
     reg [AW-1:0] b_lread;              // BROWS: b_ptr + tile, the line read, kept beside them (no adder before the read)
     reg [AW-1:0] d_line, d_addr;      // dot: this round's row-0 word, and the read of this cycle
@@ -391,11 +392,15 @@ module ga2_mm #(
         begin
             tile <= t;
             half <= h;
-            bias_a <= qbias_r + {t[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, h, 1'b0};
             pass_words <= words_valid(t, g);
             pass_cols <= cols_valid(t, h, brows ? cols_of(g) : N[4:0]);
         end
     endtask
+
+    always @(posedge clk) begin
+        if (rst) bias_a <= {AW{1'b0}};
+        else bias_a <= qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0};
+    end
 
     always @(posedge clk) begin
         if (rst) begin
@@ -435,7 +440,6 @@ module ga2_mm #(
             b_ptr <= {AW{1'b0}};
             b_first <= {AW{1'b0}};
             b_fofs <= {AW{1'b0}};
-            bias_a <= {AW{1'b0}};
             b_lread <= {AW{1'b0}};
             d_line <= {AW{1'b0}};
             d_addr <= {AW{1'b0}};
