@@ -194,9 +194,11 @@ module ga2 (
     /* verilator lint_on UNUSEDSIGNAL */
     reg  [31:0] w1, w2, w3;      // w3 bits 31:24 are reserved by every instruction but LOAD, STORE and MM
     reg         ir_legal;
+    reg         wait_big;        // a count with a bit above the queue's QW bits: inflight never exceeds it
     always @(posedge clk) begin
         if (ir_load) begin
             w0 <= f0;
+            wait_big <= |n_cnt[15:QW];
             w1 <= f1;
             w2 <= f2;
             w3 <= f3;
@@ -224,7 +226,7 @@ module ga2 (
     wire       on_sm   = (op == OP_SMAX);
     // WAIT and HALT wait for transfers to finish; LOAD/STORE for room in the queue
     wire       stall = fetching && ((is_dma && inflight == GA2_DMA_QUEUE[QW-1:0])
-                                    || (op == OP_WAIT && {{(16-QW){1'b0}}, inflight} > cnt)
+                                    || (op == OP_WAIT && !wait_big && inflight > cnt[QW-1:0])  // inflight > cnt
                                     || (op == OP_HALT && inflight != {QW{1'b0}}));
     // a compute instruction waits for its engine; without OVERLAP for the others (a transfer: both), HALT for both
     // (a CHAIN MM: until the matmul engine's front end is free, if its last instruction is an MM)

@@ -226,6 +226,9 @@ module ga2_mm #(
     reg          half;                // N = 2: the pass is the second half of its tile
     reg [AW-1:0] b_ptr;               // BROWS: the line of reduction step cnt; dot: B row of the pass's first column
     reg [AW-1:0] b_first;             // dot: B row 4*t_first, where every batch tile's first pass starts
+    reg [AW-1:0] bias_a;              // BIAS: the pass's bias words, qbias_r + 4 * tile + 2 * half, a cycle
+                                      // after tile and half (a pass's first bias read is after its first B read)
+    reg [AW-1:0] b_fofs;              // its offset from b_r, t_first * 4 * kw (P_SETUP; b_first a cycle later)
     reg [AW-1:0] b_lread;              // BROWS: b_ptr + tile, the line read, kept beside them (no adder before the read)
     reg [AW-1:0] d_line, d_addr;      // dot: this round's row-0 word, and the read of this cycle
     reg          tile_start;          // this pass is its batch tile's first
@@ -374,8 +377,7 @@ module ga2_mm #(
     wire [3:0]      dot_mask = {2'b00, dot_w2 && dot_rd, dot_rd};
     wire            bias_l1 = (BL > 1) && (cnt != b_reads);  // the pass's second bias line (N = 8)
     wire [AW-1:0]   b_addr  = brows ? b_lread : d_addr;
-    wire [AW-1:0]   bias_at = qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0}
-                              + {{(AW-3){1'b0}}, bias_l1, 2'b00};
+    wire [AW-1:0]   bias_at = bias_a + {{(AW-3){1'b0}}, bias_l1, 2'b00};
     wire [3:0]      bias_mask = bias_l1 ? pass_cols[(BL > 1 ? 7 : 3) -: 4] : pass_cols[3:0];
     assign rd_mask = (phase == P_AREAD) ? (a_rlast ? a_tmask : 4'b1111) :
                      in_b ? (brows ? pass_words : dot_mask) :
@@ -394,6 +396,11 @@ module ga2_mm #(
             pass_cols <= cols_valid(t, h, brows ? cols_of(g) : N[4:0]);
         end
     endtask
+
+    always @(posedge clk) begin
+        if (rst) bias_a <= {AW{1'b0}};
+        else bias_a <= qbias_r + {tile[AW-3:0], 2'b00} + {{(AW-2){1'b0}}, half, 1'b0};
+    end
 
     always @(posedge clk) begin
         if (rst) begin
@@ -432,6 +439,7 @@ module ga2_mm #(
             half <= 1'b0;
             b_ptr <= {AW{1'b0}};
             b_first <= {AW{1'b0}};
+            b_fofs <= {AW{1'b0}};
             b_lread <= {AW{1'b0}};
             d_line <= {AW{1'b0}};
             d_addr <= {AW{1'b0}};
@@ -466,7 +474,7 @@ module ga2_mm #(
                     phase <= P_IDLE;
                 end
                 P_SETUP: begin  // cycle 1: the first batch tile, and where the column window starts
-                    b_first <= b_r + (brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00});
+                    b_fofs <= brows ? {AW{1'b0}} : t_first[9:0] * {kw, 2'b00};
                     nkw <= {{(AW-9){1'b0}}, kw} << NB;
                     dot_lines <= (DOTW > 1) ? {1'b0, kw[8:1]} + {8'd0, kw[0]} : kw;
                     t_rt <= rt_all;
@@ -486,6 +494,7 @@ module ga2_mm #(
                     if (cnt == 11'd1) phase <= P_AREAD;
                 end
                 P_AREAD: begin  // a line of an A row: four words, or the row's last kw mod 4
+                    b_first <= b_r + b_fofs;  // first read in P_ATURN, a cycle or more on
                     a_ptr <= a_ptr + {{(AW-3){1'b0}}, a_rlast ? a_tstep : 3'd4};
                     if (a_rlast) begin
                         a_word <= 9'd0;

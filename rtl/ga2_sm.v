@@ -16,9 +16,10 @@
 //   pass 1 reads in cycles 2 .. nw+1 (nw = ceil(n/4)); a word's maximum takes two cycles (a tree
 //     of compares, then the running maximum), so the max is final when pass 2's data arrives
 //   pass 2 reads in cycles nw+3 .. 2nw+2, then one slot for the sink (a zero term without it);
-//     per slot: difference times smul, shift and clamp, table read, lane sum, running sum
+//     per slot: the difference, times smul, shift and clamp, table read, lane sum, running sum
 //   the division starts when the sum is final and pass 3 starts the cycle after divu says done;
-//   pass 3 writes each word five cycles after its data arrives.
+//   divu takes the sum in the cycle the sink slot's term is added to it (the divisor is that sum);
+//   pass 3 writes each word six cycles after its data arrives.
 // `done` is high in the cycle of the last write: cycles = 3 * nw + DIV_CYCLES + 18.
 //
 // The online-softmax modes (`mode`, the instruction's sub field) keep a three-word state per row
@@ -26,8 +27,9 @@
 //   STEP (1): cycles 2, 3 read m_old and l_old (m starts at m_old, and m_old takes the sink's slot);
 //     pass 1 in cycles 4 .. nw+3, a gap, then the write pass in nw+5 .. 2nw+4 with
 //     p = min(127, (E + 2^7) >> 8) (the reciprocal replaced by 2^16), the slot of m_old gives
-//     alpha = E[d(m_old)]; after the last p write, three writes: m, l = (l_old*alpha + 2^14) >> 15
-//     + sum p, alpha. cycles = 2 * nw + 14.
+//     alpha = E[d(m_old)]; m is written before the first p (it is final when the write pass's first
+//     data arrives), and after the last p two writes: alpha, then l = (l_old*alpha + 2^14) >> 15
+//     + sum p. cycles = 2 * nw + 14.
 //   ACC (2): cycle 2 reads alpha; then T[i] and O[i] in turn (cycles 3 + 2i, 4 + 2i), each O[i]
 //     written as ((O*alpha + 2^14) >>> 15) + T three cycles after its data (O registered, the two
 //     products registered, the sum): cycles = 2 * n + 7.
@@ -72,6 +74,8 @@ module ga2_sm #(
     reg [7:0]  sink_r, m;
     reg [15:0] smul_r;
     reg [31:0] sum;
+    wire [31:0] sum_next;               // sum with the terms of stage 3 added
+    wire       div_now;                 // SMAX: divu starts, with sum_next as the divisor
     reg [31:0] lold, lreg;              // STEP: l_old; NORM: l
     reg [15:0] alpha;                   // STEP: E[d(m_old)]; ACC: the state's alpha
     reg        div_go, div_wait;
@@ -215,9 +219,8 @@ module ga2_sm #(
                     if (last_w) state <= S_SINK;
                 end
                 S_SINK: state <= (md == M_STEP) ? S_END : S_DIV;
-                S_DIV: begin  // wait for the sum, divide, wait for the quotient
-                    if (sum_final) begin
-                        div_go <= 1'b1;
+                S_DIV: begin  // wait for the sum's last term (divu starts with it), wait for the quotient
+                    if (div_now) begin
                         div_wait <= 1'b1;
                     end else if (div_wait && div_done && !div_go) begin  // divu's done is stale in its start cycle
                         div_wait <= 1'b0;
@@ -303,6 +306,11 @@ module ga2_sm #(
     end
 
     // passes 2 and 3: table index, table value
+    reg  [7:0]  d_diff [0:3];           // m - x (0..255 below n), registered before its multiply
+    reg  [2:0]  d_k;
+    reg  [3:0]  d_ok;
+    reg  [AW-1:0] d_a;
+    reg         d_l;
     reg  [23:0] s1_prod [0:3];
     wire [15:0] e_rom [0:3];            // the table's answer for the slot at stage 2 (read from stage 1's index)
     reg  [15:0] e [0:3];                // the slot's table values, at stage 3
@@ -335,53 +343,60 @@ module ga2_sm #(
     integer l;
     always @(posedge clk) if (run) begin
         for (l = 0; l < 4; l = l + 1) begin
-            s1_prod[l] <= {16'd0, m - lane_x(l[1:0], sink_slot, sink_r, rd_data)} * {8'd0, smul_r};  // m - x: 0..255 below n
+            d_diff[l] <= m - lane_x(l[1:0], sink_slot, sink_r, rd_data);
+            s1_prod[l] <= {16'd0, d_diff[l]} * {8'd0, smul_r};
             e[l] <= e_rom[l];
             s4_p[l] <= {16'd0, e[l]} * {15'd0, recip};
         end
-        s1_ok <= ok2;
+        d_ok <= ok2;
+        s1_ok <= d_ok;
         s2_ok <= s1_ok;
         s3_ok <= s2_ok;
         s4_ok <= s3_ok;
-        s1_a <= pd + w2;
+        d_a <= pd + w2;
+        s1_a <= d_a;
         s2_a <= s1_a;
         s3_a <= s2_a;
         s4_a <= s3_a;
     end
     always @(posedge clk) begin
         if (rst) begin
+            d_k <= K_NONE;
             s1_k <= K_NONE;
             s2_k <= K_NONE;
             s3_k <= K_NONE;
             s4_k <= K_NONE;
+            d_l <= 1'b0;
             s1_l <= 1'b0;
             s2_l <= 1'b0;
             s3_l <= 1'b0;
             s4_l <= 1'b0;
             sum <= 32'd0;
         end else if (run || start) begin
-            s1_k <= k2;
+            d_k <= k2;
+            s1_k <= d_k;
             s2_k <= s1_k;
             s3_k <= s2_k;
             s4_k <= s3_k;
-            s1_l <= l2;
+            d_l <= l2;
+            s1_l <= d_l;
             s2_l <= s1_l;
             s3_l <= s2_l;
             s4_l <= s3_l;
             if (start) sum <= 32'd0;
-            else if (s3_k == K_SUM || s3_k == K_SINK) begin
-                sum <= sum + (s3_ok[0] ? {16'd0, e[0]} : 32'd0) + (s3_ok[1] ? {16'd0, e[1]} : 32'd0)
-                           + (s3_ok[2] ? {16'd0, e[2]} : 32'd0) + (s3_ok[3] ? {16'd0, e[3]} : 32'd0);
-            end
+            else if (s3_k == K_SUM || s3_k == K_SINK) sum <= sum_next;
         end
     end
-    wire sum_final = (s4_k == K_SINK);  // the sink slot's term went into `sum` last cycle
+    assign sum_next = sum + (s3_ok[0] ? {16'd0, e[0]} : 32'd0) + (s3_ok[1] ? {16'd0, e[1]} : 32'd0)
+                               + (s3_ok[2] ? {16'd0, e[2]} : 32'd0) + (s3_ok[3] ? {16'd0, e[3]} : 32'd0);
+    // the division starts in the cycle the sink slot's term is added: divu takes the final sum as it is formed
+    assign div_now = (state == S_DIV) && (s3_k == K_SINK);
 
     /* verilator lint_off PINCONNECTEMPTY */
     wire div_done;
     divu u_div (
-        .clk(clk), .rst(rst), .start(div_go), .dividend(32'd1 << GA2_SM_RECIP_BITS),
-        .divisor((md == M_NORM) ? lreg : sum),
+        .clk(clk), .rst(rst), .start(div_go || div_now), .dividend(32'd1 << GA2_SM_RECIP_BITS),
+        .divisor((md == M_NORM) ? lreg : sum_next),
         .quotient(quotient), .remainder(), .done(div_done)
     );
     /* verilator lint_on PINCONNECTEMPTY */
@@ -527,26 +542,26 @@ module ga2_sm #(
                     waddr <= s4_a;
                     wdata <= p_word;
                     if (pw) psum <= psum + {22'd0, psum4(wdata)};
+                    if (k2 == K_NORM && w2 == {AW{1'b0}}) begin  // m is final: written before the first p
+                        we <= 1'b1;
+                        waddr <= pst;
+                        wdata <= {{24{m[7]}}, m};
+                    end
                     if (s4_k == K_NORM) begin
                         we <= 1'b1;
                         pw <= 1'b1;
                         if (s4_l) tl <= 2'd1;
                     end
-                    if (tl == 2'd1) begin  // the last p's sum goes to psum; q_lo, q_hi take l_old * alpha
+                    if (tl == 2'd1) begin  // alpha is final; the last p's sum goes to psum; q_lo, q_hi take l_old * alpha
                         we <= 1'b1;
-                        waddr <= pst;
-                        wdata <= {{24{m[7]}}, m};
+                        waddr <= pst + 2;
+                        wdata <= {16'd0, alpha};
                         tl <= 2'd2;
                     end else if (tl == 2'd2) begin
                         we <= 1'b1;
+                        done <= 1'b1;
                         waddr <= pst + 1;
                         wdata <= q_scaled + psum;
-                        tl <= 2'd3;
-                    end else if (tl == 2'd3) begin
-                        we <= 1'b1;
-                        done <= 1'b1;
-                        waddr <= pst + 2;
-                        wdata <= {16'd0, alpha};
                         tl <= 2'd0;
                     end
                 end

@@ -176,6 +176,11 @@ def test_a_name_splits_into_its_block_and_signal(name, split):
     assert ecp5.block_and_signal(name) == split
 
 
+def test_a_block_runs_own_registers_are_named_by_the_block():
+    assert ecp5.block_and_signal("e[2]", "ga2_sm") == ("ga2_sm", "e[2]")
+    assert ecp5.block_and_signal("u_div.d", "ga2_sm") == ("u_div", "d")
+
+
 def test_the_part_is_the_smaller_one_the_netlist_fits():
     default = {"LUT4": 11015, "CCU2C": 1842, "TRELLIS_DPR16X4": 66, "DP16KD": 32, "MULT18X18D": 51}
     device, why = ecp5.choose_device(default)
@@ -195,11 +200,24 @@ def test_two_configurations_never_share_a_folder():
     assert "-DGA2_N_D=8" in fpga.yosys_script(b, "n.json") and "synth_ecp5 -top ga2" in fpga.yosys_script(a, "n.json")
 
 
-def _kept_run(out: Path, cfg: config.Config, rtl: str, fmaxes: list[float], part: str = "LFE5U-45F") -> None:
-    """A make fpga run as it is kept in out/fpga: the synthesis result and one folder per seed."""
+def test_a_block_has_a_folder_and_script_of_its_own():
+    """--block ga2_sm synthesizes that module alone, in a folder named by it first: never the chip's."""
+    cfg = config.Config()
+    script = fpga.yosys_script(cfg, "n.json", "ga2_sm")
+    assert "synth_ecp5 -top ga2_sm " in script and "rtl/ga2_mm.v" not in script
+    assert fpga.yosys_script(cfg, "n.json") == fpga.yosys_script(cfg, "n.json", fpga.TOP)
+    assert fpga.folder_label(cfg, "ga2_sm") == "ga2_sm-S4096_Q4" and fpga.folder_label(cfg) == "S4096_Q4"
+    assert "ga2_sm" in fpga.BLOCK_NAMES and "ga2_mm" in fpga.BLOCK_NAMES
+
+
+def _kept_run(out: Path, cfg: config.Config, rtl: str, fmaxes: list[float], part: str = "LFE5U-45F",
+              top: str | None = None) -> None:
+    """A make fpga run as it is kept in out/fpga: the synthesis result and one folder per seed (with
+    `top`, a --block run of that block, kept as a chip's folder would be)."""
     run = out / f"{fpga.rtl_label(cfg)}-0123456789ab"
     (run / "synth").mkdir(parents=True)
-    (run / "synth" / "result.json").write_text(json.dumps({"rtl": rtl, "config": cfg.key()}))
+    synthesized = {"rtl": rtl, "config": cfg.key(), **({"top": top} if top else {})}
+    (run / "synth" / "result.json").write_text(json.dumps(synthesized))
     for seed, mhz in enumerate(fmaxes, 1):
         folder = run / f"45k-100mhz-seed{seed}"
         folder.mkdir()
@@ -223,3 +241,11 @@ def test_tokens_per_second_use_the_lowest_seed_of_these_sources(tmp_path, monkey
     line = fpga.tokens_line([("B=1", 1, 738), ("B=8", 8, 2610)], cfg)
     assert f"B=1 {52.25e6 / 738:,.0f} tokens/s" in line and f"B=8 {8 * 52.25e6 / 2610:,.0f} tokens/s" in line
     assert "52.2 MHz, the lowest of 3 placement seeds on the LFE5U-45F" in line
+
+
+def test_a_block_run_never_gives_the_chips_tokens_per_second(tmp_path, monkeypatch):
+    """A --block run of today's sources is no Fmax of the chip, even where a chip's run would be kept."""
+    cfg = config.active()
+    _kept_run(tmp_path, cfg, fpga.rtl_hash(), [140.0], top="ga2_sm")
+    monkeypatch.setattr(fpga, "OUT", tmp_path)
+    assert fpga.measured_fmax(cfg) is None

@@ -695,7 +695,7 @@ def smax_cycles(n: int) -> int:
     return 3 * nw + DIV_CYCLES + SMAX_LATENCY
 
 
-SM_STEP_LATENCY = 14  # STEP: setup, two state reads, the gap, the alpha slot, pipeline, three state writes
+SM_STEP_LATENCY = 14  # STEP: setup, two state reads, the gap, the alpha slot, pipeline, two writes after the last p
 SM_ACC_LATENCY = 7  # ACC: setup, the alpha read, the read latency, O and its two products registered, the write stage
 SM_NORM_LATENCY = 14  # NORM: setup, the l read and its latency, divu's start, the pass's six-stage pipeline
 

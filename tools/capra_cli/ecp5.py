@@ -201,8 +201,8 @@ def register_name(cell: str, cell_type: str, net: str = "") -> str:
     return cell
 
 
-def block_and_signal(name: str) -> tuple[str, str]:
-    """``u_mm.u_sys.acc[3]`` -> (``u_mm.u_sys``, ``acc[3]``); a name at the top -> (``ga2``, name).
+def block_and_signal(name: str, top: str = "ga2") -> tuple[str, str]:
+    """``u_mm.u_sys.acc[3]`` -> (``u_mm.u_sys``, ``acc[3]``); a name at the top -> (`top`, name).
     A dot inside brackets (a generate block's index) does not split."""
     depth, cut = 0, -1
     for i, ch in enumerate(name):
@@ -212,7 +212,7 @@ def block_and_signal(name: str) -> tuple[str, str]:
             depth -= 1
         elif ch == "." and depth == 0:
             cut = i
-    return ("ga2", name) if cut < 0 else (name[:cut], name[cut + 1:])
+    return (top, name) if cut < 0 else (name[:cut], name[cut + 1:])
 
 
 def any_copy(block: str) -> str:

