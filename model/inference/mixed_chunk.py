@@ -422,7 +422,7 @@ class ChunkedPrefill:
         k8, v8 = keys[:max(ends)], values[:max(ends)]
         ext = rows_tiled_image(prog, q8, k8, v8, sinks)
         name = f"ctiled{layer}g{grp}r{n * rep}n{max(ends)}"
-        trace.runs.append(ChipRun(name, prog.code, lambda ext=ext: ext, prog.words))
+        trace.runs.append(ChipRun(name, lambda code=prog.code: code, lambda ext=ext: ext, prog.words))
         if executor in ("reference", "both"):
             want = np.stack([ta.reference(q8[r:r + 1], k8[:lengths[r]], v8[:lengths[r]], p.qa, p.qs, p.smul,
                                           chip.tile, sinks[r], p.out_shift)[0] for r in range(n * rep)])
