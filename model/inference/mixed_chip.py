@@ -189,19 +189,21 @@ def attn_graph(model: MixedLM, layer: int, group: int, rows: int) -> Graph:
     return g
 
 
-def out_graph(model: MixedLM, layer: int) -> Graph:
-    """x + sum_h A_h @ Wo_h; after the last layer also the logits and their argmax."""
+def out_graph(model: MixedLM, layer: int, rows: int = 1, name: str | None = None) -> Graph:
+    """x + sum_h A_h @ Wo_h for `rows` rows (A of group g head-major: head i's rows at i * rows);
+    after the last layer also the logits and each row's argmax. A decode step has one row; a
+    prefill chunk (``mixed_chunk``) several."""
     lw = model.layers[layer]
     rep = model.n_heads // model.n_kv_heads
     hd = model.head_dim
-    g = Graph(f"out{layer}")
-    x = g.input("x", (1, model.d_model), range_group=f"x{layer}")
+    g = Graph(name or f"out{layer}")
+    x = g.input("x", (rows, model.d_model), range_group=f"x{layer}")
     acc = None
     for grp in range(model.n_kv_heads):
-        a = g.input(f"a{grp}", (rep, hd), range_group=f"a{layer}")
+        a = g.input(f"a{grp}", (rep * rows, hd), range_group=f"a{layer}")
         for i in range(rep):
             h = grp * rep + i
-            o = g.matmul(f"o{h}", g.rows(f"a{grp}_{i}", a, i, i + 1),
+            o = g.matmul(f"o{h}", g.rows(f"a{grp}_{i}", a, i * rows, (i + 1) * rows),
                          g.const(f"wo{h}", lw.wo[_head_cols(model, h), :].astype(np.float64)),
                          range_group=f"o{layer}")
             acc = o if acc is None else g.add(f"osum{h}", acc, o, range_group=f"osum{layer}_{h}")

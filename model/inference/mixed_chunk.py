@@ -69,6 +69,7 @@ from .mixed_chip import (
     MixedChipError,
     _head_cols,
     _rotate,
+    out_graph,
     rotation_rows,
     sink_groups,
     swap_matrix,
@@ -141,28 +142,7 @@ def chunk_attn_graph(model, layer: int, group: int, keys: int, spans: Sequence[t
 def chunk_out_graph(model, layer: int, rows: int) -> Graph:
     """x + sum_h A_h @ Wo_h for `rows` rows (A of group g head-major: head i's rows at i*rows); after
     the last layer the logits and each row's argmax: ``mixed_chip.out_graph`` with `rows` rows."""
-    lw = model.layers[layer]
-    rep = model.n_heads // model.n_kv_heads
-    hd = model.head_dim
-    g = Graph(f"cout{layer}c{rows}")
-    x = g.input("x", (rows, model.d_model), range_group=f"x{layer}")
-    acc = None
-    for grp in range(model.n_kv_heads):
-        a = g.input(f"a{grp}", (rep * rows, hd), range_group=f"a{layer}")
-        for i in range(rep):
-            h = grp * rep + i
-            o = g.matmul(f"o{h}", g.rows(f"a{grp}_{i}", a, i * rows, (i + 1) * rows),
-                         g.const(f"wo{h}", lw.wo[_head_cols(model, h), :].astype(np.float64)),
-                         range_group=f"o{layer}")
-            acc = o if acc is None else g.add(f"osum{h}", acc, o, range_group=f"osum{layer}_{h}")
-    y = g.add("y", x, acc, range_group=f"x{layer + 1}")
-    outputs = [y]
-    if layer == model.n_layers - 1:
-        logits = g.matmul("logits", y, g.const("unembed", model.unembed.astype(np.float64)), range_group="logits")
-        g.argmax("tok", logits)
-        outputs += [logits, "tok"]
-    g.set_outputs(outputs)
-    return g
+    return out_graph(model, layer, rows, f"cout{layer}c{rows}")
 
 
 # ---- tiled attention for several query rows, each over its own causal length ---------------------
