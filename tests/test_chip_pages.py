@@ -16,28 +16,20 @@ from inference.chip_context import StepCycles, step_cost
 from inference.chip_pages import PAGE, ChipPages
 from inference.generate import generate
 from inference.long_context import PasskeyEvaluator
-from inference.mixed_chip import MixedChip, MixedChipError, calibrate, equalize, visible_rows
+from inference.mixed_chip import MixedChip, MixedChipError, visible_rows
 from inference.mixed_lm import make_mixed_model
 from inference.mixed_prefill import VectorisedPrefill
+from test_mixed_prefill import _chip
 
 
 @pytest.fixture(scope="module")
 def chips():
     """The chip as tests/test_mixed_chip.py calibrates it, with a contiguous and a paged K/V (the
     compiled programs shared: the K/V's place changes no projection or output program)."""
-    model = make_mixed_model()
-    ev = PasskeyEvaluator(model, base_seed=7)
-    calib = []
-    for length in (64, 200):
-        for key in ev.passkeys_for(length, 3):
-            ids = ev.tokenizer.encode(ev.build_prompt(length, key))
-            calib.append([int(t) for t in generate(model, np.array([ids]), max_new_tokens=7, temperature=0.0)[0]])
-    chip_model, _ = equalize(model, calib)
-    ranges = calibrate(chip_model, calib)
-    flat = MixedChip(chip_model, ranges)
-    paged = MixedChip(chip_model, ranges, kv="paged", max_context=1024)
+    flat, ev = _chip()
+    paged = MixedChip(flat.model, flat.ranges, kv="paged", max_context=1024)
     paged._programs = flat._programs
-    return model, flat, paged
+    return ev.model, flat, paged
 
 
 def _fill(chip: MixedChip, context: int, seed: int) -> None:

@@ -141,15 +141,17 @@ def _rotate(g: Graph, name: str, raw: str, swap: str, c: str, s: str, layer: int
     return g.add(name, rc, rs, range_group=f"{part}{layer}")
 
 
-def proj_graph(model: MixedLM, layer: int, group: int) -> Graph:
-    """Q (rep x head_dim, rotated), k (rotated) and v of one KV group, from x (1 x d_model)."""
+def proj_graph(model: MixedLM, layer: int, group: int, rows: int = 1, name: str | None = None) -> Graph:
+    """Q (rep * rows x head_dim, head-major, rotated), k (rotated) and v (rows x head_dim) of one KV
+    group, from x (rows x d_model): one row for a decode step, several for a prefill chunk
+    (``mixed_chunk``); the rotary rows come head-major too, and k takes the first head's."""
     lw = model.layers[layer]
     rep = model.n_heads // model.n_kv_heads
     hd = model.head_dim
-    g = Graph(f"proj{layer}g{group}")
-    x = g.input("x", (1, model.d_model), range_group=f"x{layer}")
-    c = g.input("rot_c", (rep, hd), range_group="rot_c")
-    s = g.input("rot_s", (rep, hd), range_group="rot_s")
+    g = Graph(name or f"proj{layer}g{group}")
+    x = g.input("x", (rows, model.d_model), range_group=f"x{layer}")
+    c = g.input("rot_c", (rep * rows, hd), range_group="rot_c")
+    s = g.input("rot_s", (rep * rows, hd), range_group="rot_s")
     swap = g.const("swap", swap_matrix(hd, model.rotary_dims))
     heads = [group * rep + i for i in range(rep)]
     qraw = None
@@ -160,7 +162,7 @@ def proj_graph(model: MixedLM, layer: int, group: int) -> Graph:
     q = _rotate(g, "q", qraw, swap, c, s, layer, "q")
     kv = _head_cols(model, group)
     kraw = g.matmul("k_raw", x, g.const("wk", lw.wk[:, kv].astype(np.float64)), range_group=f"kraw{layer}")
-    k = _rotate(g, "k", kraw, swap, g.rows("rot_c0", c, 0, 1), g.rows("rot_s0", s, 0, 1), layer, "k")
+    k = _rotate(g, "k", kraw, swap, g.rows("rot_c0", c, 0, rows), g.rows("rot_s0", s, 0, rows), layer, "k")
     v = g.matmul("v", x, g.const("wv", lw.wv[:, kv].astype(np.float64)), range_group=f"v{layer}")
     g.set_outputs([q, k, v])
     return g

@@ -67,12 +67,10 @@ from .mixed_chip import (
     ChipRun,
     MixedChip,
     MixedChipError,
-    _head_cols,
-    _rotate,
     out_graph,
+    proj_graph,
     rotation_rows,
     sink_groups,
-    swap_matrix,
     visible_rows,
 )
 
@@ -85,27 +83,7 @@ CHUNK_MAX = 32  # rows of a chunk program (the attention's scores and weights gr
 def chunk_proj_graph(model, layer: int, group: int, rows: int) -> Graph:
     """Q (rep*rows x head_dim, head-major, rotated), k (rotated) and v (rows x head_dim) of one KV
     group from x (rows x d_model): ``mixed_chip.proj_graph`` with `rows` rows of x."""
-    lw = model.layers[layer]
-    rep = model.n_heads // model.n_kv_heads
-    hd = model.head_dim
-    g = Graph(f"cproj{layer}g{group}c{rows}")
-    x = g.input("x", (rows, model.d_model), range_group=f"x{layer}")
-    c = g.input("rot_c", (rep * rows, hd), range_group="rot_c")
-    s = g.input("rot_s", (rep * rows, hd), range_group="rot_s")
-    swap = g.const("swap", swap_matrix(hd, model.rotary_dims))
-    qraw = None
-    for i in range(rep):
-        h = group * rep + i
-        qh = g.matmul(f"q_raw{i}", x, g.const(f"wq{i}", lw.wq[:, _head_cols(model, h)].astype(np.float64)),
-                      range_group=f"qraw{layer}")
-        qraw = qh if qraw is None else g.concat(f"q_raw_0_{i}", qraw, qh)
-    q = _rotate(g, "q", qraw, swap, c, s, layer, "q")
-    kv = _head_cols(model, group)
-    kraw = g.matmul("k_raw", x, g.const("wk", lw.wk[:, kv].astype(np.float64)), range_group=f"kraw{layer}")
-    k = _rotate(g, "k", kraw, swap, g.rows("rot_c0", c, 0, rows), g.rows("rot_s0", s, 0, rows), layer, "k")
-    v = g.matmul("v", x, g.const("wv", lw.wv[:, kv].astype(np.float64)), range_group=f"v{layer}")
-    g.set_outputs([q, k, v])
-    return g
+    return proj_graph(model, layer, group, rows, f"cproj{layer}g{group}c{rows}")
 
 
 def chunk_attn_graph(model, layer: int, group: int, keys: int, spans: Sequence[tuple[int, int]]) -> Graph:
