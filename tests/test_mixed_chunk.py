@@ -171,6 +171,9 @@ def _tokens_after(chip, ids: list[int], chunk: int, steps: int) -> None:
     assert got == want
 
 
+# make test-full: the test above already finds every cache word the chunked prefill writes equal to the
+# token-by-token prefill's, and a decode step reads nothing else; this one runs the steps after it.
+@pytest.mark.slow
 def test_tokens_after_chunked_prefill_are_the_token_by_token_ones(small):
     """A 40-token passkey prompt (global rows past the one-shot rows at its end), chunks of 16."""
     chip, ev = small

@@ -143,17 +143,30 @@ def batch_near_its_limit(draw):
     return draw(st.lists(st.integers(1, 420 // size + 8), min_size=size, max_size=size))
 
 
-@given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
-def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, contexts, which, fraction):
+def _fits_after_shrinking(progs, contexts, which, fraction) -> None:
     """What admission relies on: it checks each request at its longest context, and every step
     after runs a batch whose contexts are each no longer."""
-    _m, progs = structured
     assume(progs.fits(contexts) is None)
     i = which % len(contexts)
     assume(contexts[i] > 1)
     shrunk = list(contexts)
     shrunk[i] = 1 + int((contexts[i] - 1) * fraction)  # strictly shorter
     assert shrunk[i] < contexts[i] and progs.fits(shrunk) is None
+
+
+# Each example compiles one or two batch programs (a batch of eight, about a second): make test draws
+# 30 of them, make test-full 300.
+@settings(max_examples=30)
+@given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
+def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, contexts, which, fraction):
+    _fits_after_shrinking(structured[1], contexts, which, fraction)
+
+
+@pytest.mark.slow
+@settings(max_examples=300)
+@given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
+def test_a_batch_that_fits_keeps_fitting_over_many_more_examples(structured, contexts, which, fraction):
+    _fits_after_shrinking(structured[1], contexts, which, fraction)
 
 
 def test_programs_are_cached_by_everything_that_decides_them_and_bounded(structured):
