@@ -251,8 +251,8 @@ class _Emitter:
     def transfer(self, words: list[int], note: str, sram: np.ndarray | None = None) -> int:
         """A LOAD or STORE; returns its index among the transfers. A gather's timing depends on its
         descriptors: `sram` gives the scratchpad's words as they will be when it runs (its block table)."""
-        ins = isa.Instr.decode(words)
-        eff = isa.effects(ins, sram=sram)
+        ins = isa.decoded(tuple(words))
+        eff = isa.kept_effects(ins, sram=sram)
         is_load = ins.op == isa.OP_LOAD
         self.t = self.dma.room_at(self.t)
         self.code += self._engines(words, eff, None)
@@ -287,7 +287,7 @@ class _Emitter:
         """A compute instruction, after a WAIT for the youngest transfer it conflicts with (words or
         bank ports, ``dma.conflict``) that may still be in flight on some memory: what it reads,
         writes and how long it runs are ``isa.effects``'s, as for the machine model."""
-        eff = isa.effects(isa.Instr.decode(words), qbias=self.qbias)
+        eff = isa.kept_effects(isa.decoded(tuple(words)), qbias=self.qbias)
         reads, writes = eff.read_set, eff.write_set
         clashing = [i for i in range(self.known_done, len(self.transfers))
                     if conflict(self.transfers[i], reads, writes)]

@@ -890,6 +890,47 @@ def effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | No
     fail(f"unknown opcode {op}")
 
 
+# The machine model runs the same few hundred instructions again and again (each decode step, every
+# test), and the compiler emits the same instructions in each schedule it tries: what an
+# instruction is and what it touches is worked out once per process. The effects of an instruction
+# depend on its fields, the QCFG bias address, the memory's size and the configuration, and
+# nothing else but for a gather (its reads follow the descriptors in the scratchpad): a gather's
+# are worked out every time. A kept Effects' word arrays are made read-only, so nothing can change
+# what the next caller is handed.
+_MEMO_LIMIT = 1 << 16
+_DECODED: dict[tuple[int, ...], Instr] = {}
+_EFFECTS: dict[tuple, Effects] = {}
+
+
+def decoded(words: tuple[int, ...]) -> Instr:
+    """``Instr.decode(words)``, kept for the next time (above)."""
+    ins = _DECODED.get(words)
+    if ins is None:
+        if len(_DECODED) >= _MEMO_LIMIT:
+            _DECODED.clear()
+        ins = _DECODED[words] = Instr.decode(words)
+    return ins
+
+
+def kept_effects(ins: Instr, *, qbias: int = 0, extw: int | None = None, pc: int | None = None,
+                 sram: np.ndarray | None = None) -> Effects:
+    """``effects(ins, ...)``, kept for the next time it is asked for (above)."""
+    if ins.op == OP_LOAD and ins.flags == LD_GATHER:
+        return effects(ins, qbias=qbias, extw=extw, pc=pc, sram=sram)
+    cfg = _config.active()
+    key = (ins, qbias, cfg.ext_memory if extw is None else extw, cfg)
+    eff = _EFFECTS.get(key)
+    if eff is None:
+        eff = effects(ins, qbias=qbias, extw=extw, pc=pc, sram=sram)  # an illegal one raises: kept never
+        for words in (eff.reads, eff.writes, eff.ext_reads, eff.ext_writes, eff.page_starts):
+            if words is not None:
+                words.flags.writeable = False
+        if len(_EFFECTS) >= _MEMO_LIMIT:
+            _EFFECTS.clear()
+        _EFFECTS[key] = eff
+    return eff
+
+
 def _smax_mode_effects(ins: Instr, inside, fail) -> Effects:
     """STEP, ACC and NORM: the row's data, and the state words at b each reads and writes."""
     mode, n, src, dst, st = ins.sub, ins.cnt, ins.a, ins.c, ins.b

@@ -409,7 +409,7 @@ class Machine:
         """Execute one instruction; return False when it was HALT."""
         if self.trace is not None:
             self.trace.append((self.t, pc, disassemble(ins)))
-        eff = _effects(ins, self.qbias, len(self.ext), pc, self.sram)
+        eff = isa.kept_effects(ins, qbias=self.qbias, extw=len(self.ext), pc=pc, sram=self.sram)
         op = ins.op
         if op == isa.OP_HALT:
             self._stall_until(self.dma.drained_at(self.t))
@@ -451,49 +451,12 @@ class Machine:
             if pc == max_instrs:
                 raise ProgramError(f"the program runs past the last instruction of IMEM ({max_instrs}) without a HALT")
             words = tuple(code[pc * 4 : pc * 4 + 4]) if pc < n_instr else (0, 0, 0, 0)
-            if not self.step(pc, _decoded(words)):
+            if not self.step(pc, isa.decoded(words)):
                 break
             pc += 1
         self.counters.cycles = self.t
         self.counters.dma_busy = self.dma.busy_cycles
         return self.counters
-
-
-# Every program runs the same few hundred instructions again and again (each decode step, every
-# test): what an instruction is and what it touches is worked out once per process. The effects of
-# an instruction depend on its fields, the QCFG bias address, the memory's size and the
-# configuration, and nothing else but for a gather (its reads follow the descriptors in the
-# scratchpad): a gather's are worked out every time. A kept Effects' word arrays are made
-# read-only, so nothing can change what the next run is handed.
-_MEMO_LIMIT = 1 << 16
-_DECODED: dict[tuple[int, ...], Instr] = {}
-_EFFECTS: dict[tuple, isa.Effects] = {}
-
-
-def _decoded(words: tuple[int, ...]) -> Instr:
-    ins = _DECODED.get(words)
-    if ins is None:
-        if len(_DECODED) >= _MEMO_LIMIT:
-            _DECODED.clear()
-        ins = _DECODED[words] = Instr.decode(words)
-    return ins
-
-
-def _effects(ins: Instr, qbias: int, extw: int, pc: int, sram: np.ndarray) -> isa.Effects:
-    """``isa.effects`` of `ins`, kept for the next time it runs (above)."""
-    if ins.op == isa.OP_LOAD and ins.flags == isa.LD_GATHER:
-        return isa.effects(ins, qbias=qbias, extw=extw, pc=pc, sram=sram)
-    key = (ins, qbias, extw, _config.active())
-    eff = _EFFECTS.get(key)
-    if eff is None:
-        eff = isa.effects(ins, qbias=qbias, extw=extw, pc=pc, sram=sram)  # an illegal one raises: kept never
-        for words in (eff.reads, eff.writes, eff.ext_reads, eff.ext_writes, eff.page_starts):
-            if words is not None:
-                words.flags.writeable = False
-        if len(_EFFECTS) >= _MEMO_LIMIT:
-            _EFFECTS.clear()
-        _EFFECTS[key] = eff
-    return eff
 
 
 def disassemble(ins: Instr) -> str:
