@@ -877,6 +877,11 @@ def _place_ext(graph: Graph, tensors: dict[str, Tensor], consts: dict[str, np.nd
     return words, top
 
 
+def _banks(t: Tensor) -> set[int]:
+    """The scratchpad banks a tensor's words lie in."""
+    return isa.banks_of(range(t.sram, t.sram + t.words))
+
+
 def _span(t: Tensor, first: int = 0, words: int | None = None) -> set[int]:
     """Scratchpad words of a tensor (or of `words` of it from word `first`)."""
     n = t.words - first if words is None else words
@@ -1011,7 +1016,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
             out.transfer(asm.store(first.sram, first.ext, 1, words), f"store {', '.join(names)}")
 
     for i, node in enumerate(compute):
-        hold = set().union(*(isa.banks_of(_span(tensors[m])) for m in _members(families, node.name)))
+        hold = set().union(*(_banks(tensors[m]) for m in _members(families, node.name)))
         need = [first_unit[s] for s in needs[i]]
         if need:
             arrive(max(need), f"wait for the operands of {node.name}")
@@ -1075,7 +1080,7 @@ def _store_groups(graph: Graph, tensors: dict[str, Tensor], compute: list[Node],
         banks = set()
         for name in _members(families, node.name):
             for inp in graph.nodes[name].inputs:
-                banks |= isa.banks_of(_span(tensors[inp]))
+                banks |= _banks(tensors[inp])
         reads.append(banks)
         writes.append([tensors[m] for m in _members(families, node.name)])
     groups: list[list[str]] = []

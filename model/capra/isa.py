@@ -663,8 +663,17 @@ def bank_of(addr):
 
 def banks_of(words) -> set[int]:
     """The banks some scratchpad words lie in: bank_of of all of them at once (the hazard rule and
-    the compiler ask this for whole operands, every instruction)."""
+    the compiler ask this for whole operands, every instruction; a range of words, a whole tensor,
+    is worked out once per process)."""
+    if isinstance(words, range):
+        return set(_run_banks(words.start, words.stop, words.step, _group_words()))
     return set(bank_of(np.fromiter(words, dtype=np.int64)).tolist())
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _run_banks(start: int, stop: int, step: int, _group: int) -> frozenset[int]:
+    """banks_of a range (the group size is part of the key: it follows the configuration)."""
+    return frozenset(bank_of(np.arange(start, stop, step, dtype=np.int64)).tolist())
 
 
 VEC_LATENCY = 8  # a VEC word's operands are here -> it is written (products, sum, the requant bank, the write)
