@@ -240,6 +240,17 @@ class Addresses:
 Fetch = Callable[[_Emitter, int, int, int, int], None]
 
 
+def start_tiles(e: _Emitter, fetch_tile: Callable[[int], None], ntiles: int, head: list[int], waited: str) -> None:
+    """The start of a double-buffered tile loop: the first two tiles' K and V are fetched while
+    the `head` transfers (q, the states: issued before) land, and only then waited for, so the
+    first MM finds all of them. Tile j + 2's fetch is the loop's, once tile j's buffers are free."""
+    fetch_tile(0)
+    if ntiles > 1:
+        fetch_tile(1)
+    for w in head:
+        e.wait_for(w, waited)
+
+
 def emit(g: int, d: int, t: int, tile: int, sp: Scratch, ext: Addresses, fetch: Fetch, qa: int, qs: int,
          smul: int, out_shift: int, first: bool, last: bool, before_fetch: Callable[[_Emitter], None] | None = None,
          parity: int = 0) -> list[int]:
@@ -264,11 +275,7 @@ def emit(g: int, d: int, t: int, tile: int, sp: Scratch, ext: Addresses, fetch: 
         b = (j + parity) % 2
         fetch(e, j, min(tile, t - j * tile), sp.k[b], sp.v[b])
 
-    fetch_tile(0)
-    if ntiles > 1:
-        fetch_tile(1)
-    for w in head:
-        e.wait_for(w, "q, the states and the running output")
+    start_tiles(e, fetch_tile, ntiles, head, "q, the states and the running output")
     for j in range(ntiles):
         n = min(tile, t - j * tile)
         b = (j + parity) % 2

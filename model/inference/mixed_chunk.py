@@ -206,11 +206,7 @@ def _emit_rows_tiled(lengths, d, qa, qs, smul, tile, out_shift, ext_at, sram_at)
         e.transfer(asm.load(kb[j % 2], k_x + j * tile * dw, 1, n * dw), f"load K tile {j}")
         e.transfer(asm.load(vb[j % 2], v_x + j * tile * dw, 1, n * dw), f"load V tile {j}")
 
-    fetch(0)
-    if ntiles > 1:
-        fetch(1)
-    for w in head:
-        e.wait_for(w, "q and the states")
+    ta.start_tiles(e, fetch, ntiles, head, "q and the states")
     for j in range(ntiles):
         j0, b = j * tile, j % 2
         n = min(tile, t - j0)

@@ -33,7 +33,7 @@ from inference.mixed_lm import make_mixed_model
 from inference.mixed_prefill import VectorisedPrefill
 
 from .chip_context import chip_for_benchmark
-from .common import Parser, distinct, finish, int_range
+from .common import Parser, distinct, finish, int_range, replay_checks
 from .mixed_chip import ANSWER, EVAL_SEED, _prompts
 
 MAX_LENGTH = 1024
@@ -116,7 +116,6 @@ def main(args) -> int:
             if c == args.chunks[0]:  # the longest prompt's (past 192 tokens its global rows run ctiled)
                 replay_runs = (len(prompt), c, traces[-1])
     if not args.no_rtl and replay_runs is not None:
-        import replay
         from replay import image
 
         length, c, trace = replay_runs
@@ -125,10 +124,7 @@ def main(args) -> int:
             print(f"\nreplay: the last chunk of the {length}-token prompt with chunks of {c} (positions "
                   f"{trace.position}..{trace.position + len(trace.tokens) - 1}: {len(records)} programs, "
                   f"{sum(trace.cycles)} cycles on the machine model)")
-            for v in replay.replay(records, name="chunked_prefill", tool="chunked-prefill"):
-                print(f"{v.simulator:10s} {v.line}")
-                problems += v.problems
-                checks += 1
+            checks += replay_checks(records, problems, name="chunked_prefill", tool="chunked-prefill")
     return finish(problems, checks=checks,
                   passed="the chunked prefill gives the vectorised prefill's cache, logits and tokens and the float "
                          "model's answer" + ("" if args.no_rtl else "; both simulators agree with the machine model "

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import replay
 from capra import config
 from capra.config import ConfigError
 from replay import runs
@@ -244,6 +245,16 @@ def finish(problems: Iterable[str], checks: int, passed: str = "", *, itemize: b
     detail = (f" ({passed})" if brackets else f": {passed}") if passed else ""
     print(f"VERDICT: PASS{detail}")
     return EXIT_PASS
+
+
+def replay_checks(records: Sequence[replay.Record], problems: list[str], *, name: str, tool: str) -> int:
+    """Replay `records` in both simulators (``replay.replay``), print each one's verdict line and
+    add its problems to `problems`; returns the checks made (one a simulator), for ``finish``."""
+    verdicts = replay.replay(records, name=name, tool=tool)
+    for v in verdicts:
+        print(f"{v.simulator:10s} {v.line}")
+        problems += v.problems
+    return len(verdicts)
 
 
 def report_only(checked_by: str) -> int:

@@ -48,7 +48,6 @@ import secrets
 import shutil
 import signal
 import statistics
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -60,6 +59,7 @@ from replay import runs
 
 from . import ecp5, executor, synth
 from .common import BadArgument, Parser, ToolError, finish, in_range, int_range, note, tool_arg, tool_path
+from .synth import StepFailed
 
 ROOT = runs.ROOT
 OUT = runs.OUT / "fpga"
@@ -73,11 +73,6 @@ DEFAULT_FREQ = 100.0  # MHz: the whole chip's goal on the ECP5
 WORST = 5  # rows of the worst-path table
 AGREEMENT = 0.02  # the analysis's worst path must be nextpnr's critical path within this share
 STEP_TIMEOUT = 3600.0
-HEARTBEAT = 30.0  # seconds between "still running" lines
-
-
-class StepFailed(Exception):
-    """A tool failed or timed out: the step is reported, its folder kept for a look."""
 
 
 # ---- running a tool --------------------------------------------------------------------------------
@@ -100,31 +95,15 @@ def last_line(log: Path) -> str:
 def run_tool(argv: list[str], log: Path, timeout: float, what: str) -> None:
     """Run a tool in the repository with its output in `log`, in a process group of its own that is
     killed on a timeout, an error or Ctrl-C; its pid sits in `log`'s folder while it runs (so a run
-    that hands the step to a Dask worker can stop it); a note every HEARTBEAT seconds."""
+    that hands the step to a Dask worker can stop it); a note every synth.HEARTBEAT_SECONDS."""
     pidfile = log.parent / "pid"
-    with open(log, "wb") as out:  # a streamed log the child writes as it runs, not an output
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = synth.start_tool(argv, log)
     try:
         runs.write_text(pidfile, str(proc.pid))
-        start = time.monotonic()
-        next_note = start + HEARTBEAT
-        while True:
-            try:
-                code = proc.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if now - start > timeout:
-                raise StepFailed(f"{what} timed out after {timeout:.0f} s")
-            if now >= next_note:
-                note(f"{what}: still running ({now - start:.0f} s): {last_line(log)}")
-                next_note += HEARTBEAT
+        code = synth.wait_tool(proc, timeout, what,
+                               lambda spent: note(f"{what}: still running ({spent:.0f} s): {last_line(log)}"))
     finally:
-        if proc.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        synth.kill_tool(proc)
         pidfile.unlink(missing_ok=True)
     if code != 0:
         raise StepFailed(f"{what} failed (exit {code}): {synth.last_error(log)}")

@@ -55,7 +55,7 @@ from inference.mixed_chip import (
 )
 from inference.mixed_lm import make_mixed_model
 
-from .common import BadArgument, Parser, Progress, finish, int_range
+from .common import BadArgument, Parser, Progress, finish, int_range, replay_checks
 
 CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
@@ -217,10 +217,7 @@ def main(args) -> int:
             records = [image.record(r.code, r.ext()) for r in trace.runs]
             print(f"\nreplay: the decode step at context {args.replay_context} ({len(records)} programs, "
                   f"{sum(trace.cycles)} cycles on the machine model, {trace.host_words} words written by the host)")
-            for v in replay.replay(records, name="mixed_chip", tool="mixed-chip"):
-                print(f"{v.simulator:10s} {v.line}")
-                problems += v.problems
-                checks += 1
+            checks += replay_checks(records, problems, name="mixed_chip", tool="mixed-chip")
     return finish(problems, checks=checks,
                   passed="the machine model computes the programs' integer semantics, the chip's greedy tokens "
                          "are the float model's, every passkey retrieved"

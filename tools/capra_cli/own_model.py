@@ -32,7 +32,7 @@ from capra import CompileError, Graph, compile_graph, ext_image, run
 from capra.analysis import roofline
 from replay import image
 
-from .common import BadArgument, Parser, finish, int_range
+from .common import BadArgument, Parser, finish, int_range, replay_checks
 
 CLASSES = 8
 CALIBRATION_INPUTS = 16
@@ -100,10 +100,7 @@ def main(args) -> int:
     checks = 2
     if not args.no_rtl:
         record = image.record(P.code, ext_image(P, x))
-        for v in replay.replay([record], name="own_model", tool="own-model"):
-            print(f"{v.simulator:10s} {v.line}")
-            problems += v.problems
-            checks += 1
+        checks += replay_checks([record], problems, name="own_model", tool="own-model")
     return finish(problems, checks=checks,
                   passed="the machine model computes the program's integer semantics, the chip's class is the "
                          "float model's" + ("" if args.no_rtl else ", both simulators agree with the machine model on "

@@ -42,8 +42,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -171,7 +172,8 @@ def progress(message: str) -> None:
 
 
 class StepFailed(Exception):
-    """A tool step could not finish (it failed or timed out): the block is reported, not crashed on."""
+    """A tool step could not finish (it failed or timed out): the block (make synth) or the step
+    (capra fpga, which keeps its folder for a look) is reported, not crashed on."""
 
 
 class Interrupted(Exception):
@@ -191,52 +193,63 @@ class Children:
         """Run argv in the repo root with stdout and stderr to `log`; returns the exit code."""
         if self.stopping.is_set():
             raise Interrupted
-        with open(log, "wb") as out:  # a streamed log the child writes as it runs, not an output
-            proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = start_tool(argv, log)
         with self._lock:
             self._running.add(proc)
         try:
-            code = self._wait(proc, timeout, block, step)
+            code = wait_tool(proc, timeout, step,
+                             lambda spent: progress(f"{block}: {step} still running ({spent:.0f} s)"), self.stopping)
             if self.stopping.is_set():  # killed by kill_all, not failed on its own
                 raise Interrupted
             return code
         finally:
-            self._kill(proc)
+            kill_tool(proc)
             with self._lock:
                 self._running.discard(proc)
-
-    def _wait(self, proc: subprocess.Popen[bytes], timeout: float, block: str, step: str) -> int:
-        start = time.monotonic()
-        next_note = start + HEARTBEAT_SECONDS
-        while True:
-            try:
-                return proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-            if self.stopping.is_set():
-                raise Interrupted
-            now = time.monotonic()
-            if now - start > timeout:
-                raise StepFailed(f"{step} timed out after {timeout:.0f} s")
-            if now >= next_note:
-                progress(f"{block}: {step} still running ({now - start:.0f} s)")
-                next_note += HEARTBEAT_SECONDS
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
 
     def kill_all(self) -> None:
         self.stopping.set()
         with self._lock:
             running = list(self._running)
         for proc in running:
-            self._kill(proc)
+            kill_tool(proc)
+
+
+def start_tool(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start argv in the repository root, its stdout and stderr to `log`, in a process group of its
+    own, so that kill_tool stops the tool and every process it started (Yosys runs ABC as one)."""
+    with open(log, "wb") as out:  # a streamed log the child writes as it runs, not an output
+        return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_tool(proc: subprocess.Popen[bytes], timeout: float, step: str, still_running: Callable[[float], None],
+              stopping: threading.Event | None = None) -> int:
+    """The exit code of `proc`, a tool step started by start_tool. StepFailed when it runs past
+    `timeout` seconds, Interrupted as soon as `stopping` is set; meanwhile, every HEARTBEAT_SECONDS,
+    ``still_running(seconds so far)`` (a progress line), so a long step shows it is alive."""
+    start = time.monotonic()
+    next_note = start + HEARTBEAT_SECONDS
+    while True:
+        try:
+            return proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+        if stopping is not None and stopping.is_set():
+            raise Interrupted
+        now = time.monotonic()
+        if now - start > timeout:
+            raise StepFailed(f"{step} timed out after {timeout:.0f} s")
+        if now >= next_note:
+            still_running(now - start)
+            next_note += HEARTBEAT_SECONDS
+
+
+def kill_tool(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the process group of a tool started by start_tool, unless it has ended; then reap it."""
+    if proc.poll() is None:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def tool_version(argv: list[str]) -> str:
