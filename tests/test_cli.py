@@ -373,12 +373,14 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "chunked-prefill": [
         bad("--lengths", "8", says="--lengths"),
+        bad("--lengths", "16", says=("--lengths", "outside 17..")),  # one short of the needle and the question
         bad("--chunks", "33", says="--chunks"),
         bad("--chunks", "8", "8", says="--chunks"),
         without("iverilog", "verilator"),
     ],
     "mixed-chip": [
         bad("--lengths", "8", says="--lengths"),
+        bad("--calib-lengths", "16", says=("--calib-lengths", "outside 17..")),
         bad("--replay-context", "9000", says="--replay-context"),
         bad("--one-shot-rows", "495", says="--one-shot-rows"),
         without("iverilog", "verilator"),

@@ -203,6 +203,12 @@ class PasskeyEvaluator:
         return {length: result.accuracy for length, result in detailed.items()}
 
 
+def shortest_prompt() -> int:
+    """Tokens of the needle and the question: the shortest prompt that holds both."""
+    tok = PasskeyTokenizer()
+    return len(tok.split(PasskeyEvaluator.needle(0))) + len(tok.split(QUESTION))
+
+
 def needle_attention(model, evaluator: PasskeyEvaluator, context_length: int, passkey: int = 12345,
                      position: str = "start") -> dict[str, float]:
     """How the induction head spreads its attention at the question's last token (``is``).

@@ -34,14 +34,14 @@ from inference.mixed_prefill import VectorisedPrefill
 
 from .chip_context import chip_for_benchmark
 from .common import Parser, distinct, finish, int_range, replay_checks
-from .mixed_chip import ANSWER, EVAL_SEED, _prompts
+from .mixed_chip import ANSWER, EVAL_SEED, SHORTEST, _prompts
 
 MAX_LENGTH = 1024
 
 
 def arguments(ap: Parser) -> None:
-    ap.add_argument("--lengths", type=int_range(16, MAX_LENGTH), nargs="+", default=[64, 128, 256], metavar="N",
-                    help=f"passkey prompt lengths, 16..{MAX_LENGTH} (default 64 128 256)")
+    ap.add_argument("--lengths", type=int_range(SHORTEST, MAX_LENGTH), nargs="+", default=[64, 128, 256], metavar="N",
+                    help=f"passkey prompt lengths, {SHORTEST}..{MAX_LENGTH} (default 64 128 256)")
     ap.add_argument("--chunks", type=int_range(1, CHUNK_MAX), nargs="+", default=[8, 16], metavar="C",
                     help=f"chunk sizes in tokens, 1..{CHUNK_MAX} (default 8 16)")
     ap.add_argument("--no-rtl", action="store_true", help="skip the replay on the simulators")

@@ -42,7 +42,7 @@ import numpy as np
 from capra import config
 from inference import chip_context
 from inference.generate import generate
-from inference.long_context import PasskeyEvaluator
+from inference.long_context import PasskeyEvaluator, shortest_prompt
 from inference.mixed_chip import (
     CHIP,
     KV_MODES,
@@ -62,16 +62,17 @@ EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator
 ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
 ONE_SHOT_MAX = 494  # the most rows a one-shot attention program compiles for (largest_one_shot)
 MAX_LENGTH = 8192  # the longest prompt taken (a prompt runs token by token through the programs)
+SHORTEST = shortest_prompt()  # the needle and the question: the shortest passkey prompt
 
 
 def arguments(ap: Parser) -> None:
-    ap.add_argument("--calib-lengths", type=int_range(16, MAX_LENGTH), nargs="+", default=[64, 200], metavar="N",
-                    help=f"lengths of the calibration prompts, 16..{MAX_LENGTH} (default 64 200)")
+    ap.add_argument("--calib-lengths", type=int_range(SHORTEST, MAX_LENGTH), nargs="+", default=[64, 200], metavar="N",
+                    help=f"lengths of the calibration prompts, {SHORTEST}..{MAX_LENGTH} (default 64 200)")
     ap.add_argument("--calib-trials", type=int_range(1, 50), default=3, metavar="K",
                     help="calibration prompts per length (default 3)")
-    ap.add_argument("--lengths", type=int_range(16, MAX_LENGTH), nargs="+", default=[48, 160, 400], metavar="N",
-                    help=f"lengths of the evaluation prompts, 16..{MAX_LENGTH} (default 48 160 400: past 192 the "
-                         "global layers' attention is tiled)")
+    ap.add_argument("--lengths", type=int_range(SHORTEST, MAX_LENGTH), nargs="+", default=[48, 160, 400], metavar="N",
+                    help=f"lengths of the evaluation prompts, {SHORTEST}..{MAX_LENGTH} (default 48 160 400: past 192 "
+                         "the global layers' attention is tiled)")
     ap.add_argument("--eval-trials", type=int_range(1, 50), default=2, metavar="K",
                     help="evaluation prompts per length (default 2)")
     ap.add_argument("--decode-steps", type=int_range(1, 32), default=ANSWER, metavar="S",

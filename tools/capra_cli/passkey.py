@@ -25,11 +25,10 @@ from inference.generate import DEFAULT_GLOBAL_CAP_TOKENS
 from inference.long_context import (
     CHANCE_ACCURACY,
     POSITIONS,
-    QUESTION,
     TARGET_ACCURACY,
     PasskeyEvaluator,
-    PasskeyTokenizer,
     needle_attention,
+    shortest_prompt,
 )
 from inference.mixed_lm import ModelConfigError, make_mixed_model
 
@@ -40,12 +39,6 @@ BATCH = 2  # prompts decoded together in a trial batch
 PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones
 GIB = 2**30
 CHIP_MAX_LENGTH = 8192  # the chip path's longest prompt (the tiled attention's parts are planned up to it)
-
-
-def shortest_prompt() -> int:
-    """Tokens of the needle and the question: the shortest prompt that holds both."""
-    tok = PasskeyTokenizer()
-    return len(tok.split(PasskeyEvaluator.needle(0))) + len(tok.split(QUESTION))
 
 
 def physical_memory() -> int | None:
