@@ -976,12 +976,21 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
 
     hold: set[int] = set()  # the banks the node being emitted writes
 
+    unit_bank_sets: dict[_Unit, set[int]] = {}
+
     def unit_banks(unit: _Unit) -> set[int]:
-        t = tensors[unit.name]
-        if not unit.tiles:
-            return isa.banks_of(range(t.sram, t.sram + t.words))
-        return isa.banks_of(t.sram + r * t.row_words + c for r in range(t.rows)
-                            for c in range(unit.first_tile, unit.first_tile + unit.tiles))
+        """The banks a unit's LOAD writes (asked again while it waits in the queue: kept)."""
+        banks = unit_bank_sets.get(unit)
+        if banks is None:
+            t = tensors[unit.name]
+            if not unit.tiles:
+                banks = isa.banks_of(range(t.sram, t.sram + t.words))
+            else:
+                rows = t.sram + t.row_words * np.arange(t.rows, dtype=np.int64)
+                cols = np.arange(unit.first_tile, unit.first_tile + unit.tiles, dtype=np.int64)
+                banks = isa.banks_of((rows[:, None] + cols[None, :]).ravel())
+            unit_bank_sets[unit] = banks
+        return banks
 
     def prefetch() -> None:
         """Queue the next transfers while the DMA queue has room: a LOAD then costs one cycle. A

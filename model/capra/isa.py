@@ -667,7 +667,17 @@ def banks_of(words) -> set[int]:
     is worked out once per process)."""
     if isinstance(words, range):
         return set(_run_banks(words.start, words.stop, words.step, _group_words()))
-    return set(bank_of(np.fromiter(words, dtype=np.int64)).tolist())
+    if isinstance(words, frozenset):  # an instruction's read or write set (Effects): asked again and again
+        return set(_set_banks(words, _group_words()))
+    if not isinstance(words, np.ndarray):
+        words = np.fromiter(words, dtype=np.int64)
+    return set(bank_of(words.astype(np.int64, copy=False)).tolist())
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _set_banks(words: frozenset[int], _group: int) -> frozenset[int]:
+    """banks_of a frozen set of words (the group size is part of the key, as below)."""
+    return frozenset(bank_of(np.fromiter(words, dtype=np.int64, count=len(words))).tolist())
 
 
 @functools.lru_cache(maxsize=1 << 14)
