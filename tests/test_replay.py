@@ -253,10 +253,10 @@ def test_random_programs_store_what_they_compute():
         assert any(computed), f"random program {seed} computes only zeros"
 
 
-def test_a_replay_sees_at_least_95_percent_of_corrupted_computed_words():
+def test_a_replay_sees_at_least_95_percent_of_corrupted_computed_words(suite):
     """Corrupt, one at a time, each word a compute instruction writes in the random suite (in the
     machine model): at least 95% of them must change what the replay compares."""
-    v = visibility.measure(N_RANDOM)
+    v = visibility.of_programs((r.code, r.init) for r in suite[:N_RANDOM])
     row = visibility.line("random programs", v, v)
     assert sum(v.total.values()) > 2000, "the random programs should compute a lot"
     assert v.percent() >= visibility.GOAL, row
@@ -273,18 +273,20 @@ def _round_negative_ties_down(acc, mult, shift):
 
 
 def test_the_suite_sees_a_rounding_error_at_negative_ties(suite, monkeypatch):
-    """The requant mutant that rounds negative exact ties the other way passed every replay: now
-    the hand-written ties program and several random programs record different memory under it."""
+    """A requantization that rounds negative exact ties the other way: the hand-written ties program
+    records different memory under it, and so does a random program of the suite (an exact tie is
+    rare in random data: two of the 200 at the default latency meet one, which is why the hand-written
+    program exists). Each program is compared with its own record."""
     records = suite
     halves = np.array([-3, -2, -1, 3])  # -1.5, -1, -0.5, 1.5 after a shift of 1
     assert machine.requantize(halves, 1, 1).tolist() == [-1, -1, 0, 2]
     assert _round_negative_ties_down(halves, 1, 1).tolist() == [-2, -1, -1, 2]
     hand = handwritten_programs()
-    programs = [random_program(seed) for seed in range(N_RANDOM)] + [(c, e) for _n, c, e in hand]
+    programs = [(r.code, r.init) for r in records]  # the suite's own programs, random then hand-written
     ties = N_RANDOM + next(i for i, (name, _c, _e) in enumerate(hand) if name.startswith("requantization at exact"))
     monkeypatch.setattr(isa, "requantize", _round_negative_ties_down)  # the one definition, every unit's
     differ = [i for i, (code, ext) in enumerate(programs) if image.record(code, ext) != records[i]]
-    assert len(differ) >= 5 and ties in differ, differ
+    assert ties in differ and any(i < N_RANDOM for i in differ), differ
 
 
 # ---- broken images: a named FAIL or MISMATCH, the same in both simulators --------------------------------

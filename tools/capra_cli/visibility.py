@@ -21,6 +21,7 @@ share is below --min (default 95%).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import paged_lm as PL
@@ -101,11 +102,15 @@ def program_visibility(code: list[int], ext: list[int], extw: int | None = None,
 
 
 def measure(programs: int = 200, first_seed: int = 0, external_only: bool = False) -> Visibility:
-    """Visibility over the random programs of seeds first_seed .. first_seed + programs - 1 (those of
-    the replay tests at the default latency, from seed 0)."""
+    """Visibility over the random programs of seeds first_seed .. first_seed + programs - 1."""
+    return of_programs((random_program(seed) for seed in range(first_seed, first_seed + programs)), external_only)
+
+
+def of_programs(programs: Iterable[tuple[list[int], list[int]]], external_only: bool = False) -> Visibility:
+    """Visibility over programs given as (code, external memory at the start)."""
     total = Visibility()
-    for seed in range(first_seed, first_seed + programs):
-        total.add(program_visibility(*random_program(seed), external_only=external_only))
+    for code, ext in programs:
+        total.add(program_visibility(code, ext, external_only=external_only))
     return total
 
 
