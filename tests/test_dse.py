@@ -265,9 +265,9 @@ def test_the_estimate_comes_from_the_times_the_cache_recorded():
     # 1 synthesis of 120 s and 3 seeds of the median 600 s: 1920 s = 32 min, 16 min on 2 workers
     text = dse.estimate(0, cached, 2, (1, 3), ([120.0], [500.0, 600.0, 700.0]))
     assert "1 synthesis and 3 place-and-route seeds not kept, 32 min of one core, about 16 min on 2 workers" in text
-    assert "the medians of 1 syntheses and 3 seeds kept in out/fpga/" in text
+    assert "(120 s a synthesis, the median of 1 kept; 10 min a seed, the median of 3 kept)" in text
     assert "every ECP5 synthesis and seed is kept" in dse.estimate(0, cached, 2, (0, 0))
-    assert f"{dse.SYNTH_SECONDS:.0f} s a synthesis" in dse.estimate(0, cached, 1, (1, 1))
+    assert f"{dse.SYNTH_SECONDS:.0f} s a synthesis, none kept" in dse.estimate(0, cached, 1, (1, 1))
 
 
 def test_one_point_alone_draws_no_front_and_says_so(monkeypatch, tmp_path, capsys):

@@ -214,7 +214,6 @@ def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int 
     cfg = chip_config(cfg)
     seeds = seeds or seed_count(cfg)
     tools, token = fpga.versions(), secrets.token_hex(4)
-    started = time.monotonic()
     spent = 0.0
     try:
         syn = fpga.synthesize(cfg, tools, token, timeout, no_cache)
@@ -244,8 +243,7 @@ def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int 
     if no_fit or error:
         found = []
     area = area_from_seeds(syn.counts, device, found, no_fit, error)
-    return {**area, "seconds": round(spent, 1), "cached": spent == 0.0,
-            "wall_seconds": round(time.monotonic() - started, 1)}
+    return {**area, "seconds": round(spent, 1), "cached": spent == 0.0}
 
 
 def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: float,
@@ -254,8 +252,8 @@ def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: f
     and a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run); progress
     on stderr. Keyed by Config.rtl_defines(), in the order of `points`."""
     chips = list({cfg.rtl_defines(): chip_config(cfg) for cfg in points}.values())
-    executor.announce(len(chips), "RTL configurations to place and route (ga2, ECP5; kept ones are read)",
-                      workers, scheduler)
+    executor.announce(len(chips), f"RTL configuration{'s' * (len(chips) != 1)} to place and route (ga2, ECP5; "
+                                  "what out/fpga/ keeps is read)", workers, scheduler)
     job = partial(ecp5_area, no_cache=no_cache, timeout=timeout)
     found: dict[tuple[str, ...], dict] = {}
     for chip, future in executor.run(job, chips, workers=workers, scheduler=scheduler, what="chips"):
@@ -545,13 +543,13 @@ def estimate(todo: int, cached: list[dict], jobs: int | None, placement: tuple[i
     synth_kept, seeds_kept = kept
     each_synth = statistics.median(synth_kept) if synth_kept else SYNTH_SECONDS
     each_seed = statistics.median(seeds_kept) if seeds_kept else SEED_SECONDS
-    source = (f"the medians of {len(synth_kept)} syntheses and {len(seeds_kept)} seeds kept in out/fpga/"
-              if synth_kept and seeds_kept else "as measured here, nothing kept to go by")
+    synth_from = f"the median of {len(synth_kept)} kept" if synth_kept else "none kept: this machine's figure"
+    seed_from = f"the median of {len(seeds_kept)} kept" if seeds_kept else "none kept: this machine's figure"
     work = syntheses * each_synth + seeds * each_seed
     share = "" if jobs is None else f", about {duration(work / jobs)} on {jobs} workers" if jobs > 1 else ""
     return (text + f"; then the ECP5: {syntheses} synthes{'es' if syntheses != 1 else 'is'} and {seeds} "
             f"place-and-route seed{'s' * (seeds != 1)} not kept, {duration(work)} of one core{share} "
-            f"({each_synth:.0f} s a synthesis, {duration(each_seed)} a seed: {source})")
+            f"({each_synth:.0f} s a synthesis, {synth_from}; {duration(each_seed)} a seed, {seed_from})")
 
 
 def arguments(ap: Parser) -> None:
@@ -610,8 +608,8 @@ def main(args) -> int:
                 note(f"{error}; measuring it again")
         todo.append(cfg)
     rest = cached_rest(points, cache_file) if args.only else []
-    print(f"== {len(points)} configurations ({len(points) - len(todo)} cached), {args.random} random programs "
-          f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
+    print(f"== {len(points)} configuration{'s' * (len(points) != 1)} ({len(points) - len(todo)} cached), "
+          f"{args.random} random programs and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
           f"{executor.where(args.workers, args.scheduler)}")
     placement = pending_placement(points, args.no_cache) if measured else None
     print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, placement,
