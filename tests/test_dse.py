@@ -226,8 +226,9 @@ def test_another_nextpnr_failure_fails_the_sweep(kept, monkeypatch):
 def test_one_place_and_route_per_rtl_configuration_in_order(monkeypatch):
     calls = []
 
-    def fake(cfg, *, no_cache, timeout):
+    def fake(cfg, *, no_cache, timeout, seeds):
         calls.append(cfg)
+        assert seeds == 3
         return {"lut4": 1, "ff": 2, "bram": 3, "dsp": 4, "fmax": 50.0, "seconds": 0.0, "cached": True}
 
     monkeypatch.setattr(dse, "ecp5_area", fake)
@@ -243,6 +244,7 @@ def test_three_seeds_for_the_default_chip_and_the_8x8_array_only():
     assert [dse.seed_count(c) for c in (Config(), Config(ext_latency=8), Config(n=8), Config(n=8, ext_latency=0),
                                         Config(n=8, ext_words=2), Config(sram_words=2048), Config(n=2))] == \
         [3, 3, 3, 3, 1, 1, 1]
+    assert [dse.seed_count(c, 5) for c in (Config(), Config(n=8), Config(n=2))] == [5, 5, 1]  # --seeds 5
 
 
 def test_what_is_not_kept_is_counted_for_the_estimate(kept):

@@ -23,8 +23,9 @@ with its configuration made active there (capra.config.set_active):
              smallest ECP5 part that holds it (LFE5U-45F, or 85F for the 8 x 8 array) with the point's
              RTL defines (Config.rtl_defines()): make fpga's flow (tools/capra_cli/fpga.py) and its
              kept results in out/fpga/. LUT4, flip-flops, DP16KD block RAMs and MULT18X18D
-             multipliers as nextpnr counts them, the post-route Fmax (the lowest of seeds 1..3 for
-             the default chip and the 8 x 8 array, seed 1 for the rest), or "no fit" and why
+             multipliers as nextpnr counts them, the post-route Fmax (the lowest of seeds 1..3,
+             --seeds, for the default chip and the 8 x 8 array; seed 1 for the rest), or "no fit"
+             and why
   speed      decode tokens a second: Fmax (MHz) x 1e6 / the cycles of decode step 32
 
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
@@ -93,8 +94,8 @@ BRAM_LUT4 = AREA_DEVICE.comb // AREA_DEVICE.bram  # LUT4-equivalents of one DP16
 DSP_LUT4 = AREA_DEVICE.comb // AREA_DEVICE.dsp  # and of one MULT18X18D
 AREA_RULE = f"LUT4 + {BRAM_LUT4} x DP16KD + {DSP_LUT4} x MULT18X18D"
 FREQ = fpga.DEFAULT_FREQ  # make fpga's target, so the two share kept seeds
-SEEDS = (1, 2, 3)
-THREE_SEEDS = (config.Config(), config.Config(n=8))  # the default chip and the 8 x 8 array: three seeds each
+DEFAULT_SEEDS = 3  # --seeds: placement seeds 1..N for SEEDED_CHIPS
+SEEDED_CHIPS = (config.Config(), config.Config(n=8))  # the default chip and the 8 x 8 array
 SYNTH_TIMEOUT = fpga.STEP_TIMEOUT  # seconds per Yosys or nextpnr step
 # What a step took here when nothing is kept to estimate from (docs/design_space.md quotes the runs).
 SYNTH_SECONDS, SEED_SECONDS = 100.0, 600.0
@@ -173,10 +174,10 @@ def chip_config(cfg: config.Config) -> config.Config:
     return config.Config(**{field: getattr(cfg, field) for field in config.RTL_DEFINES.values()})
 
 
-def seed_count(cfg: config.Config) -> int:
-    """Placement seeds for a point's chip: THREE_SEEDS' chips are the ones a reader builds, so
-    their Fmax is the lowest of three; every other point is placed once."""
-    return len(SEEDS) if chip_config(cfg) in THREE_SEEDS else 1
+def seed_count(cfg: config.Config, seeds: int = DEFAULT_SEEDS) -> int:
+    """Placement seeds for a point's chip: SEEDED_CHIPS are the ones a reader builds, so their Fmax
+    is the lowest of `seeds` (--seeds, default three); every other chip is placed once."""
+    return seeds if chip_config(cfg) in SEEDED_CHIPS else 1
 
 
 def no_fit_reason(log_text: str) -> str:
@@ -205,14 +206,14 @@ def area_from_seeds(counts: dict[str, int], device: ecp5.Device | None, seeds: l
             "no_fit": no_fit, "error": error}
 
 
-def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int | None = None) -> dict:
+def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int = DEFAULT_SEEDS) -> dict:
     """The whole ga2 of `cfg`'s chip synthesized (Yosys synth_ecp5), on the smallest part that holds
-    it (ecp5.choose_device), placed and routed with seeds 1..`seeds` (default seed_count), one after
+    it (ecp5.choose_device), placed and routed with seeds 1..seed_count(cfg, seeds), one after
     another: fpga.py's steps, kept in out/fpga/ by the configuration, RTL sources and tool versions,
     so a kept synthesis or seed is read, not run (one job: here, or on a Dask worker). Adds the
     time spent ("seconds", 0 when everything was kept) and "cached"."""
     cfg = chip_config(cfg)
-    seeds = seeds or seed_count(cfg)
+    seeds = seed_count(cfg, seeds)
     tools, token = fpga.versions(), secrets.token_hex(4)
     spent = 0.0
     try:
@@ -246,7 +247,7 @@ def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int 
     return {**area, "seconds": round(spent, 1), "cached": spent == 0.0}
 
 
-def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: float,
+def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: float, seeds: int = DEFAULT_SEEDS,
                 workers: int = 1, scheduler: str | None = None) -> dict[tuple[str, ...], dict]:
     """ecp5_area once per distinct RTL configuration among `points` (a new one takes minutes a seed
     and a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run); progress
@@ -254,7 +255,7 @@ def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: f
     chips = list({cfg.rtl_defines(): chip_config(cfg) for cfg in points}.values())
     executor.announce(len(chips), f"RTL configuration{'s' * (len(chips) != 1)} to place and route (ga2, ECP5; "
                                   "what out/fpga/ keeps is read)", workers, scheduler)
-    job = partial(ecp5_area, no_cache=no_cache, timeout=timeout)
+    job = partial(ecp5_area, no_cache=no_cache, timeout=timeout, seeds=seeds)
     found: dict[tuple[str, ...], dict] = {}
     for chip, future in executor.run(job, chips, workers=workers, scheduler=scheduler, what="chips"):
         try:
@@ -303,7 +304,8 @@ def device_cell(area: dict) -> str:
     return (area.get("device") or "-").replace("LFE5U-", "")
 
 
-def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str]) -> list[str]:
+def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str],
+               seeds: int = DEFAULT_SEEDS) -> list[str]:
     """The footnote: how area and Fmax were measured, and per RTL configuration the part, each
     seed's Fmax, what did not fit and the time spent."""
     base = AREA_DEVICE
@@ -314,8 +316,8 @@ def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...],
              f"area = {AREA_RULE}, in LUT4-equivalents: one DP16KD is 1/{base.bram} of the {base.part}'s block RAM "
              f"as {BRAM_LUT4} LUT4 are 1/{base.bram} of its {base.comb} logic cells, one MULT18X18D 1/{base.dsp} "
              f"of its multipliers as {DSP_LUT4} LUT4 (flip-flops share the logic cells' slices).",
-             f"Fmax: MHz post-route, the lowest over seeds {SEEDS[0]}..{SEEDS[-1]} for "
-             f"{' and '.join(rtl_label(c) for c in THREE_SEEDS)}, seed 1 for the rest; tok/s = Fmax x 1e6 / the "
+             f"Fmax: MHz post-route, the lowest over seeds 1..{seeds} for "
+             f"{' and '.join(rtl_label(c) for c in SEEDED_CHIPS)}, seed 1 for the rest; tok/s = Fmax x 1e6 / the "
              f"cycles of decode step {STEPS}. no fit: no part holds it (its area is then Yosys's counts). "
              "Per RTL configuration:"]
     for defines, area in areas.items():
@@ -496,23 +498,24 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def pending_placement(points: tuple[config.Config, ...], no_cache: bool) -> tuple[int, int]:
+def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
+                      seeds: int = DEFAULT_SEEDS) -> tuple[int, int]:
     """(syntheses, seeds) of the ECP5 flow that `points` need and out/fpga/ does not keep, found
     without running a tool (a chip not yet synthesized counts all its seeds)."""
     tools = fpga.versions()
-    syntheses = seeds = 0
+    syntheses = todo = 0
     for chip in {chip_config(cfg) for cfg in points}:
         folder = fpga.synthesis_folder(chip, tools)
         kept = fpga.cached(folder, no_cache)
         if kept is None:
             syntheses += 1
-            seeds += seed_count(chip)
+            todo += seed_count(chip, seeds)
             continue
         device, _why = ecp5.choose_device(kept["counts"])
         if device is not None:
-            seeds += sum(fpga.kept_seed(fpga.seed_folder(folder, device, FREQ, seed), tools, no_cache) is None
-                         for seed in SEEDS[:seed_count(chip)])
-    return syntheses, seeds
+            todo += sum(fpga.kept_seed(fpga.seed_folder(folder, device, FREQ, seed), tools, no_cache) is None
+                        for seed in range(1, seed_count(chip, seeds) + 1))
+    return syntheses, todo
 
 
 def estimate(todo: int, cached: list[dict], jobs: int | None, placement: tuple[int, int] | None = None,
@@ -562,6 +565,9 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--no-area", action="store_true",
                     help="no ECP5 place and route: no Fmax or tokens/s, ranked by cycles per token against the "
                          "scratchpad's analytic block-RAM count")
+    ap.add_argument("--seeds", type=int_range(1, 32), default=DEFAULT_SEEDS, metavar="N",
+                    help=f"placement seeds 1..N, 1..32, for {' and '.join(rtl_label(c) for c in SEEDED_CHIPS)} "
+                         f"(their Fmax is the lowest; every other chip: seed 1); default {DEFAULT_SEEDS}")
     ap.add_argument("--synth-timeout", type=in_range(float, 1, 86400), default=SYNTH_TIMEOUT, metavar="SECONDS",
                     help=f"seconds allowed per Yosys or nextpnr step (default {SYNTH_TIMEOUT:g})")
     ap.add_argument("--only", nargs="+", metavar="KEY", default=None,
@@ -611,7 +617,7 @@ def main(args) -> int:
     print(f"== {len(points)} configuration{'s' * (len(points) != 1)} ({len(points) - len(todo)} cached), "
           f"{args.random} random programs and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
           f"{executor.where(args.workers, args.scheduler)}")
-    placement = pending_placement(points, args.no_cache) if measured else None
+    placement = pending_placement(points, args.no_cache, args.seeds) if measured else None
     print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, placement,
                    fpga.kept_times() if measured else ([], [])))
     for cfg, fut in executor.run(partial(point, n_random=args.random), todo, workers=args.workers,
@@ -629,8 +635,8 @@ def main(args) -> int:
     labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
     areas: dict[tuple[str, ...], dict] = {}
     if measured:
-        areas = place_areas(points, no_cache=args.no_cache, timeout=args.synth_timeout, workers=args.workers,
-                            scheduler=args.scheduler)
+        areas = place_areas(points, no_cache=args.no_cache, timeout=args.synth_timeout, seeds=args.seeds,
+                            workers=args.workers, scheduler=args.scheduler)
         for cfg, r in zip(points, ordered):
             r["area"] = areas[cfg.rtl_defines()]
             if not r["problems"]:  # the cached row keeps its area: an --only run draws it behind its points
@@ -646,7 +652,7 @@ def main(args) -> int:
         print(line)
     print()
     if measured:
-        print("\n".join(area_lines(areas, labels)))
+        print("\n".join(area_lines(areas, labels, args.seeds)))
     else:
         print(f"{'--no-area' if args.no_area else 'No ECP5 tools'}: no place and route, so no Fmax and no "
               "tokens/s; the front is cycles per token against BRAM (analytic): the scratchpad's iCE40 4-kbit "
