@@ -316,7 +316,7 @@ def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...],
              f"area = {AREA_RULE}, in LUT4-equivalents: one DP16KD is 1/{base.bram} of the {base.part}'s block RAM "
              f"as {BRAM_LUT4} LUT4 are 1/{base.bram} of its {base.comb} logic cells, one MULT18X18D 1/{base.dsp} "
              f"of its multipliers as {DSP_LUT4} LUT4 (flip-flops share the logic cells' slices).",
-             f"Fmax: MHz post-route, the lowest over seeds 1..{seeds} for "
+             f"Fmax: MHz post-route, {f'the lowest over seeds 1..{seeds}' if seeds > 1 else 'seed 1'} for "
              f"{' and '.join(rtl_label(c) for c in SEEDED_CHIPS)}, seed 1 for the rest; tok/s = Fmax x 1e6 / the "
              f"cycles of decode step {STEPS}. no fit: no part holds it (its area is then Yosys's counts). "
              "Per RTL configuration:"]
