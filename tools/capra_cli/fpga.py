@@ -233,6 +233,21 @@ def cached(final: Path, no_cache: bool) -> dict | None:
         return None
 
 
+def kept_seed(final: Path, tools: dict[str, str], no_cache: bool) -> dict | None:
+    """A seed's kept result.json, or None: none kept, --no-cache, damaged, or placed by another
+    nextpnr-ecp5 (a seed's folder sits under its synthesis, which is keyed by Yosys's version, not
+    nextpnr's: a new nextpnr places again)."""
+    result = cached(final, no_cache)
+    if result is None or result.get("tools", {}).get(NEXTPNR) != tools[NEXTPNR]:
+        return None
+    return result
+
+
+def seed_folder(synthesis: Path, device: ecp5.Device, freq: float, seed: int) -> Path:
+    """Where one seed of a synthesis is kept: beside its synth folder, by part, target and seed."""
+    return synthesis.parent / f"{device.label}-{freq:g}mhz-seed{seed}"
+
+
 def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
@@ -248,12 +263,34 @@ class Synthesis:
     reused: bool
 
 
+def synthesis_folder(cfg: config.Config, tools: dict[str, str], top: str = TOP) -> Path:
+    """Where the synthesis of `cfg` is kept: named by the Yosys script, the RTL sources and Yosys's
+    version (its seeds sit beside it: seed_folder)."""
+    key = digest(yosys_script(cfg, "netlist.json", top), rtl_hash(), tools[YOSYS])
+    return OUT / f"{folder_label(cfg, top)}-{key}" / "synth"
+
+
+def kept_times(kept: Path | None = None) -> tuple[list[float], list[float]]:
+    """The seconds of every whole-chip synthesis and seed kept in `kept` (out/fpga by default), of
+    any sources: what an estimate of the next run can go by."""
+    syntheses, seeds = [], []
+    for synthesized in (kept or OUT).glob("*/synth/result.json"):
+        with suppress(OSError, ValueError, KeyError, TypeError):
+            result = json.loads(synthesized.read_text())
+            if result.get("top", TOP) != TOP:
+                continue
+            syntheses.append(float(result["seconds"]))
+            for seed in synthesized.parent.parent.glob("*-seed*/result.json"):
+                with suppress(OSError, ValueError, KeyError, TypeError):
+                    seeds.append(float(json.loads(seed.read_text())["seconds"]))
+    return syntheses, seeds
+
+
 def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: float, no_cache: bool,
                top: str = TOP) -> Synthesis:
     """ga2 (or the block `top`) through Yosys synth_ecp5, or the kept result of the same script, RTL
     and Yosys."""
-    key = digest(yosys_script(cfg, "netlist.json", top), rtl_hash(), tools[YOSYS])
-    final = OUT / f"{folder_label(cfg, top)}-{key}" / "synth"
+    final = synthesis_folder(cfg, tools, top)
     result = cached(final, no_cache)
     if result is not None:
         return Synthesis(final, result["counts"], result, True)
@@ -343,6 +380,26 @@ def stop_seeds(jobs: list[SeedJob]) -> None:
 
 
 # ---- reading the results --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeedFigures:
+    """What a sweep needs of one kept seed: its Fmax and nextpnr's utilization, read from the
+    --report JSON alone (a second, where read_seed's timing analysis of the SDF takes ten)."""
+
+    seed: int
+    fmax: float
+    use: dict[str, int]  # RESOURCES' names (LUT4, FF, BRAM, DSP): used
+    device: str
+    seconds: float
+
+
+def seed_figures(folder: Path) -> SeedFigures:
+    """One kept seed's figures; raises runs.UserError or ecp5.ReportError if its files are damaged."""
+    result = runs.read_json(folder / "result.json", "a seed's result")
+    report = ecp5.load_report((folder / "report.json").read_text())
+    use = {row.name: row.used for row in ecp5.utilization(report)}
+    return SeedFigures(result["seed"], ecp5.fmax(report, CLOCK), use, result["device"], result["seconds"])
 
 
 @dataclass
@@ -496,8 +553,8 @@ def main(args) -> int:
     place_dir = syn.folder.parent
     jobs, seeds, failures = [], {}, []
     for seed in range(1, args.seeds + 1):
-        final = place_dir / f"{device.label}-{args.freq:g}mhz-seed{seed}"
-        result = cached(final, args.no_cache)
+        final = seed_folder(syn.folder, device, args.freq, seed)
+        result = kept_seed(final, tools, args.no_cache)
         if result is not None:
             seeds[seed] = (final, True)
             note(f"seed {seed}: reused {shown(final)} (placed and routed {result['date']}, {result['seconds']:.0f} s, "

@@ -17,7 +17,7 @@ that fails that check is not synthesized further (--synth-anyway overrides).
   tools/synth.py divu requant       only these blocks
   tools/synth.py --define GA2_SRAM_WORDS_D=8192 --define GA2_DMA_QUEUE_D=8
                                     the top ga2 built with other sizes (model/capra/config.py's
-                                    Config.rtl_defines(); make dse uses it through synthesize_top)
+                                    Config.rtl_defines())
   tools/synth.py --place-all ga2    place and route the area-only ga2 too, for nextpnr's own
                                     account of what does not fit the HX8K
 
@@ -1084,20 +1084,6 @@ def make_options(device: Device = HX8K, tools: Tools = PYPI_TOOLS, **choices: ob
     if nextpnr:
         options.versions["nextpnr"] = tool_version([nextpnr, "--version"])
     return options
-
-
-def synthesize_top(defines: tuple[str, ...] | list[str], *, place: bool = True, timeout: float = 1800.0,
-                   no_cache: bool = False, children: Children | None = None) -> Result:
-    """The top ga2 built with `defines` (e.g. Config.rtl_defines()), checked, synthesized and, with
-    `place`, placed and routed on the HX8K with the same settings as `make synth` (seed 1, 100 MHz):
-    for make dse, which needs the area of each configuration it sweeps. Cached like any row, one
-    entry per set of defines. Runs in the calling thread; Ctrl-C kills Yosys and nextpnr. A step
-    that fails or times out is the result's error; a design that does not fit is its note (Fmax
-    None). Needs yosys (and nextpnr-ice40 with `place`): check missing_tools first. `children`
-    runs the tools (its kill_all stops them from another thread)."""
-    [block] = choose_blocks([TOP], defines)
-    options = make_options(timeout=timeout, no_cache=no_cache, place_all=place)
-    return run_block(children or Children(), block, options)
 
 
 def run_all(blocks: list[Block], options: Options, jobs: int) -> list[Result]:
