@@ -231,11 +231,11 @@ def test_latency_changes_the_cycles_not_the_results():
     assert fast.counters[0] < slow.counters[0], "a slower memory must cost cycles"
 
 
-def test_random_programs_store_what_they_compute():
+def test_random_programs_store_what_they_compute(suite):
     """Every word a compute instruction writes is stored to external memory before the program ends,
-    and every program computes some words that are not zero."""
-    for seed in range(N_RANDOM):
-        code, ext = random_program(seed)
+    and every program computes some words that are not zero (the suite's random programs)."""
+    for i, rec in enumerate(suite[:N_RANDOM]):
+        code, ext = rec.code, rec.init
         mach = machine.Machine.with_ext(ext, SPAN)
         unstored: set[int] = set()
         computed = []
@@ -249,8 +249,8 @@ def test_random_programs_store_what_they_compute():
             if ins.op == isa.OP_STORE:
                 f = isa.dma_fields(ins)
                 unstored -= {f.sram + r * f.sram_stride + c for r in range(f.rows) for c in range(f.cols)}
-        assert not unstored, f"random program {seed} never stores scratchpad words {sorted(unstored)[:8]}"
-        assert any(computed), f"random program {seed} computes only zeros"
+        assert not unstored, f"suite program {i} never stores scratchpad words {sorted(unstored)[:8]}"
+        assert any(computed), f"suite program {i} computes only zeros"
 
 
 def test_a_replay_sees_at_least_95_percent_of_corrupted_computed_words(suite):
