@@ -984,7 +984,7 @@ def _emit(graph: Graph, tensors: dict[str, Tensor], params: dict[str, dict],
         if banks is None:
             t = tensors[unit.name]
             if not unit.tiles:
-                banks = isa.banks_of(range(t.sram, t.sram + t.words))
+                banks = _banks(t)
             else:
                 rows = t.sram + t.row_words * np.arange(t.rows, dtype=np.int64)
                 cols = np.arange(unit.first_tile, unit.first_tile + unit.tiles, dtype=np.int64)
