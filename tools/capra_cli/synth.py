@@ -769,7 +769,7 @@ class Options:
     device: Device = HX8K
     seed: int = 1
     target_mhz: float = 100.0
-    timeout: float = 300.0
+    timeout: float = 1800.0
     no_cache: bool = False
     synth_anyway: bool = False
     check_only: bool = False
@@ -1031,9 +1031,9 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--no-cache", action="store_true", help="ignore cached results in out/synth/")
     ap.add_argument("--jobs", type=in_range(int, 1, 64), default=2, metavar="N",
                     help="blocks run at a time (default 2)")
-    ap.add_argument("--timeout", type=in_range(float, 1, 86400), default=300.0, metavar="SECONDS",
+    ap.add_argument("--timeout", type=in_range(float, 1, 86400), default=1800.0, metavar="SECONDS",
                     help="seconds allowed per Yosys or nextpnr step before the block is reported as timed out "
-                         "(default 300)")
+                         "(default 1800: a stop for a hung tool, not a budget)")
     ap.add_argument("--seed", type=in_range(int, 0, 2**31 - 1), default=1, metavar="N",
                     help="nextpnr seed (default 1)")
     ap.add_argument("--target-mhz", type=in_range(float, 1, 1000), default=100.0, metavar="MHZ",
