@@ -3,6 +3,7 @@ reference exactly; a sample replays on both simulators; bad input gets an error 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import capra
@@ -563,3 +564,24 @@ def test_a_tensor_added_to_partners_in_every_lane_is_placed():
     t = g.matmul("t", x, ws[4])
     g.set_outputs([g.add(f"s{i}", t, parts[i]) for i in range(4)])
     _exact(g, {"x": rng.standard_normal((1, 8))})
+
+
+@pytest.mark.parametrize("stall", [0, 10, 50])
+def test_batch_programs_compiled_for_a_stalling_memory_keep_the_overlap_rules(stall):
+    """OVERLAP and CHAIN are decided without the clock (docs/isa.md), whatever memory the compiler
+    times its schedule for: a batch program compiled for a memory that stalls `stall` percent of the
+    cycles is accepted by the machine model, whose rules look at the program alone (the clock only
+    sets the cycles), and every request's tokens equal those of the program compiled for an
+    always-ready memory. The batch (16, 10, 4, 2) compiled for 10% stalls once chained a matmul on
+    one that had finished by the compiler's clock, and let a softmax read that one's output beside
+    it: right only on a memory as slow as the one it was timed for."""
+    m = tiny_lm.make_model("structured")
+    ranges = host.calibrate(m, 4).ranges
+    rng = np.random.default_rng(5)
+    contexts = (16, 10, 4, 2)
+    tokens = [3, 7, 1, 12]
+    caches = [(rng.normal(size=(c - 1, tiny_lm.D)), rng.normal(size=(c - 1, tiny_lm.D))) for c in contexts]
+    ready = host.ModelRunner(m, ranges, programs=host.ProgramCache()).run(tokens, caches)
+    with capra.config.use(dataclasses.replace(capra.config.active(), ext_stall=stall)):
+        stalling = host.ModelRunner(m, ranges, programs=host.ProgramCache()).run(tokens, caches)
+    assert stalling.tokens == ready.tokens

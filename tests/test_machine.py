@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from capra import asm, isa
+from capra import asm, config, isa
 from capra.machine import HazardError, Machine, ProgramError, requantize, run_program, softmax_int8
 from int_reference import requantize_ref, softmax_ref
 
@@ -161,6 +163,29 @@ def test_chain_on_a_matmul_that_reads_the_one_before_it_is_rejected():
     with pytest.raises(ProgramError, match="CHAIN is set on vec: only MM takes it"):
         run_program(data + [asm.vec(isa.VEC_COPY, 0, 300, 8)[0] | isa.CHAIN_BIT, *asm.vec(isa.VEC_COPY, 0, 300, 8)[1:]]
                     + asm.halt(), list(range(100)), 256)
+
+
+@pytest.mark.parametrize("latency, stall", [(0, 0), (4, 0), (16, 0), (0, 50), (16, 50)])
+def test_a_draining_matmul_blocks_overlap_on_every_memory(latency, stall):
+    """A softmax with OVERLAP that reads what an MM writes, after a second MM has chained on that one:
+    the first may still drain beside the second (docs/isa.md), so the program is refused, on every
+    memory. Four loads and a WAIT between the MMs take longer than the first MM on a slow memory
+    (it has finished by the clock) and not on a fast one: a rule that looked at the clock accepted
+    the program on the slow memory only. Without CHAIN the second MM waits for the first, and the
+    same softmax may overlap it."""
+    data = asm.load(0, 0, 1, 100) + asm.wait() + asm.qcfg(qa=300, shift=9)
+    one = asm.mm(0, 16, 1100, 1, 16, 16, out8=True, brows=True)  # reads banks 0-3, writes 1100.. (4-7)
+    loads = sum((asm.overlap(asm.load(2048 + 4 * i, 0, 1, 4)) for i in range(4)), []) + asm.wait()  # banks 8-11
+    two = asm.mm(4, 20, 1200, 1, 16, 16, out8=True, brows=True)
+    reads_one = asm.overlap(asm.smax(1100, 2304, 16))
+    ext = list(range(7, 107))
+    with config.use(dataclasses.replace(config.active(), ext_latency=latency, ext_stall=stall)):
+        with pytest.raises(HazardError, match="instruction 10 RAW: reads scratchpad word 1100, which instruction 3 "
+                                              r"\(mmvec\) writes, and that may still be running"):
+            run_program(data + one + loads + asm.chain(two) + reads_one + asm.halt(), ext, 256)
+        unchained = run_program(data + one + loads + two + reads_one + asm.halt(), ext, 256)
+        chained = run_program(data + one + loads + asm.chain(two) + asm.smax(1100, 2304, 16) + asm.halt(), ext, 256)
+    assert (unchained.sram == chained.sram).all()
 
 
 def test_overlap_only_on_the_instructions_that_take_it():

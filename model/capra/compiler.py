@@ -205,7 +205,7 @@ class _Emitter:
     """
 
     def __init__(self, chain: bool = True) -> None:
-        self.chain = chain  # set CHAIN on every MM that may take it (else on none)
+        self.chain = chain  # set CHAIN on the MMs that gain by it (else on none)
         self.code: list[int] = []
         self.notes: list[str] = []
         self.t = 0  # cycle in which the next instruction is decoded
@@ -297,6 +297,11 @@ class _Emitter:
         before = self.mm_last if engine == "mmvec" else None
         chained = (self.chain and eff.mm is not None and before is not None
                    and isa.chain_conflict(eff, before[0]) is None)
+        if chained:
+            # CHAIN only where, by the clock, the engine takes this MM while the one before still
+            # drains: elsewhere it gains nothing here, and an MM that chains makes the one before it
+            # count as draining for every OVERLAP after it, on any memory
+            chained = self.free[engine] > max(self.t, before[1] + 1, self.mm_before_done + 1)
         if chained:  # CHAIN: the engine takes it once the MM before it has made its last read
             words = asm.chain(words)
             self.t = max(self.t, before[1] + 1, self.mm_before_done + 1)
@@ -308,12 +313,11 @@ class _Emitter:
         if eff.mm is not None and before is not None:
             cycles += isa.mm_chain_pad(eff.mm, self.t, before[1], before[0].mm)
         if engine == "mmvec":
-            if chained and self.free[engine] > self.t + 1:
-                self.mm_before_done = self.free[engine] - 1
-                self.draining = self.running[engine]
-            else:
-                self.mm_before_done = -1
-                self.draining = None
+            # the MM before may still drain beside this one on some memory whenever this one chains
+            # on it (nothing since has waited for the engine): what may take OVERLAP after it must
+            # not depend on the clock, which says only when the engine takes the next MM
+            self.draining = self.running[engine] if chained else None
+            self.mm_before_done = self.free[engine] - 1 if chained and self.free[engine] > self.t + 1 else -1
             self.mm_last = (eff, self.t + cycles - eff.cycles + eff.mm.front, self.t + cycles) \
                 if eff.mm is not None else None
         self.free[engine] = self.t + cycles + 1

@@ -321,14 +321,15 @@ class Machine:
         self.last_writes = eff.write_set
         busy = cycles
         if engine == "mmvec":
-            ran = self.running[engine]
+            # whether the MM before it may still drain (what an OVERLAP instruction is checked
+            # against) is the program's, not the clock's: on another memory it may, whenever this
+            # one chains on it; the clock says only how long the two share the engine
+            self.draining = self.running[engine] if chained else None
             if chained and self.free[engine] > self.t + 1:  # the MM before it still drains
                 busy = self.t + cycles + 1 - self.free[engine]
                 self.mm_before_done = self.free[engine] - 1
-                self.draining = ran
             else:
                 self.mm_before_done = -1
-                self.draining = None
             self.mm_last = (pc, eff, self.t + cycles - eff.cycles + eff.mm.front, self.t + cycles) \
                 if eff.mm is not None else None
         self.free[engine] = self.t + cycles + 1
