@@ -231,8 +231,8 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "example-a": [bad("--free-order", "random", says="--free-order")],
     "example-b": [bad("extra", says="extra")],
-    "figures": [bad("--steps", "8", says="--steps")],
-    "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question")],
+    "figures": [bad("--steps", "8", says="--steps"), too_small()],
+    "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question"), too_small()],
     "sinks": [
         bad("--sinks", "8", says="--sinks"),  # eight sinks do not fit the default window of 8
         bad("--sinks", "0", says="--sinks"),

@@ -34,7 +34,7 @@ from replay import runs
 
 from . import example_b as study_b
 from . import sim
-from .common import Parser, ToolError
+from .common import Parser, ToolError, require_decode
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
@@ -364,6 +364,8 @@ def main(args) -> int:
     # both inputs are checked before any figure is written, and a run file before any work
     recorded = run_cycles(sim.RUN_JSON) if sim.RUN_JSON.exists() else None
     recorded_footer = run_footer(sim.RUN_JSON) if recorded is not None else None
+    if recorded is None:  # Figure 15.2 from the machine model: a chip too small for the decode is refused first
+        require_decode(sim.N_STEPS, "Figure 15.2")
     b = example_b()
     cycles, source = (recorded, RTL_SOURCE) if recorded is not None else machine_cycles()
     made = [figure_block_table(), figure_cycles(cycles, source, recorded_footer), figure_window(), figure_memory(b),
