@@ -248,3 +248,13 @@ def test_the_pages_say_what_is_not_what_changed():
             if not fenced and CHANGE_LOG.search(prose):
                 found.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_the_readme_counts_the_design_space_exercises():
+    """The README's line for docs/design_space.md says how many exercises the page has."""
+    page = (ROOT / "docs" / "design_space.md").read_text()
+    exercises = page.split("\n## Exercises", 1)[1]
+    count = len(re.findall(r"^\d+\. \*\*", exercises, re.M))
+    words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+    line = next(x for x in (ROOT / "README.md").read_text().splitlines() if x.startswith("* `docs/design_space.md`"))
+    assert f"{words[count]} one-line exercises" in line, (count, line)
