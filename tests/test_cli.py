@@ -880,6 +880,30 @@ def test_figure_15_2_is_labelled_with_the_chip_and_sources_of_its_run(tmp_path, 
     assert "did not keep its chip or sources" in figures.run_footer(path)
 
 
+def test_figures_15_4_to_15_7_are_labelled_with_the_sources_of_example_bs_file(tmp_path, capsys):
+    """Example B's file keeps what computed its studies; the four figures drawn from it carry that
+    footer, and say so when its sources are not today's, or that it kept none."""
+    from capra_cli import figures
+
+    now = runs.provenance()
+    path = tmp_path / "ch15_example_b.json"
+    assert figures.example_b_footer({**EXAMPLE_B, "provenance": now}, path) == runs.footer(now)
+    old = {**now, "sources": "0" * 16, "commit": "1" * 40}
+    line = figures.example_b_footer({**EXAMPLE_B, "provenance": old}, path)
+    assert line.startswith(runs.footer(old)) and "made with other sources than these" in line
+    assert "labelled with its own" in capsys.readouterr().out
+    assert "did not keep its sources" in figures.example_b_footer(EXAMPLE_B, path)
+
+
+def test_example_b_records_what_made_it(capsys, sandbox):
+    """out/ch15_example_b.json (and example A's) hold the provenance of every result file."""
+    for command, name in (("example-a", "ch15_example_a.json"), ("example-b", "ch15_example_b.json")):
+        assert call(capsys, command).code == 0
+        prov = json.loads((sandbox / name).read_text())["provenance"]
+        assert (prov["sources"], prov["commit"]) == (runs.sources_hash(), runs.source_commit()), command
+        assert prov["config"] == config.active().key() and set(prov["simulators"]) == {"iverilog", "verilator"}
+
+
 # ---- outputs are written whole, and only through the replay library ----------------------------------
 
 
