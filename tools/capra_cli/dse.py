@@ -163,6 +163,7 @@ def point(cfg: config.Config, n_random: int, simulators: tuple = replay.SIMULATO
                            for p in v.problems]
     result["programs"] = len(decode) + len(rand)
     result["seconds"] = round(time.monotonic() - started, 1)  # for the next run's estimate
+    result["provenance"] = runs.provenance(cfg)  # what measured it: chip, sources, commit, simulators
     return result
 
 
