@@ -904,6 +904,19 @@ def test_example_b_records_what_made_it(capsys, sandbox):
         assert prov["config"] == config.active().key() and set(prov["simulators"]) == {"iverilog", "verilator"}
 
 
+def test_output_closed_by_its_reader_ends_quietly_with_1():
+    """`python tools/<script>.py | head`: when the reader closes the pipe, the command stops with
+    exit status 1 and no traceback (it would come from the next print, or the last flush)."""
+    writer = ("import sys\nfrom capra_cli import common\n"
+              "def main():\n    for _ in range(200_000):\n        print('x' * 80)\n    return 0\n"
+              "sys.exit(common.run(main))\n")
+    proc = subprocess.Popen([sys.executable, "-c", writer], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"x" * 80 + b"\n"
+    proc.stdout.close()  # the reader goes away, as head does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == "", err
+
+
 # ---- outputs are written whole, and only through the replay library ----------------------------------
 
 

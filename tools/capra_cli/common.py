@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -181,7 +181,8 @@ def program_name(prog: str) -> Iterator[None]:
 def run(main: Callable[..., int], *args: object) -> int:
     """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
     names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
-    line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130."""
+    line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130; output closed by its
+    reader (a pipe into `head`) ends the command quietly with 1 (the rest was not shown)."""
     previous = None
     allow_children()
     if threading.current_thread() is threading.main_thread():
@@ -191,7 +192,14 @@ def run(main: Callable[..., int], *args: object) -> int:
         # heads), where a thread per core costs more to start than it saves, and multiplies a
         # command's time whenever anything else runs on the machine.
         with threadpool_limits(limits=1):
-            return main(*args)
+            status = main(*args)
+        sys.stdout.flush()  # a reader that closed the output early (`| head`) is met here, not at exit
+        return status
+    except BrokenPipeError:  # the output was cut: what was left unprinted is not shown, and not a traceback
+        kill_children()
+        with suppress(OSError, ValueError):  # the interpreter's last flush then writes nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAIL
     except (UserError, ConfigError) as error:
         print(f"{runs.program_name()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
