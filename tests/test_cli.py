@@ -202,6 +202,12 @@ def too_small(*argv: str) -> Mistake:
     return Mistake(argv, ("GA2_EXT", "100"), cfg=SMALL_MEMORY)
 
 
+def another_chip(*argv: str) -> Mistake:
+    """GA2_CONFIG asking for a chip a command that runs the mixed model's own chip cannot build:
+    refused, naming both, rather than ignored."""
+    return Mistake(argv, ("GA2_CONFIG", "L8 S4096 Q4", "own chip"), cfg=config.Config(ext_latency=8))
+
+
 def without(*tools: str, argv: tuple[str, ...] = ()) -> Mistake:
     """Simulators not installed: one line naming what to install, before any output or file (these
     used to print results, write images and fail a replay, exit 1, before saying so)."""
@@ -328,6 +334,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "passkey": [
+        another_chip("--chip"),
         bad("--n-trials", "0", says="--n-trials"),
         bad("--n-trials", "100001", says="--n-trials"),  # more than there are 5-digit passkeys
         bad("--window", "0", says="--window"),
@@ -354,6 +361,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--seed", "-1", says="--seed"),
     ],
     "chip-context": [
+        another_chip(),
         bad("--contexts", "0", says="--contexts"),
         bad("--contexts", "128", "128", says="--contexts"),
         bad("--goal", "1.5", says="--goal"),
@@ -373,6 +381,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "chunked-prefill": [
+        another_chip("--no-rtl"),
         bad("--lengths", "8", says="--lengths"),
         bad("--lengths", "16", says=("--lengths", "outside 17..")),  # one short of the needle and the question
         bad("--chunks", "33", says="--chunks"),
@@ -380,6 +389,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "mixed-chip": [
+        another_chip("--no-rtl"),
         bad("--lengths", "8", says="--lengths"),
         bad("--calib-lengths", "16", says=("--calib-lengths", "outside 17..")),
         bad("--replay-context", "9000", says="--replay-context"),

@@ -285,6 +285,17 @@ def require_decode(steps: int, what: str) -> None:
         raise ToolError(f"{what}: the {steps}-step decode does not compile: {error}")
 
 
+def own_chip(what: str = "this command") -> None:
+    """ToolError (one line, exit 2) when GA2_CONFIG or GA2_EXT asks for another chip than the
+    default: `what` runs the mixed model on a chip of its own (``inference.mixed_chip.CHIP``), which
+    they do not change, and a setting a command cannot honour is refused, not ignored."""
+    from inference.mixed_chip import CHIP
+
+    if config.active() != config.DEFAULT:
+        raise ToolError(f"GA2_CONFIG / GA2_EXT ask for {config.active().label()}, but {what} runs the mixed model's "
+                        f"own chip ({CHIP.label()}), which they do not change: unset them")
+
+
 def check_context(argument: str, context: int, model: dict) -> None:
     """Refuse (BadArgument: one line, exit 2) a decode that needs a context past the largest the
     chip can run (found by compiling: host/limits.py)."""
