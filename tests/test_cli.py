@@ -827,6 +827,24 @@ def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, m
     assert "VERDICT: FAIL\n  - window 8: Icarus: FAIL: x" in got.out
 
 
+def test_ch15_run_names_a_chip_other_than_the_default_first_and_records_it(capsys, monkeypatch, sandbox):
+    """On the default chip no line names it (the book's output); on any other the first line does,
+    and the run file records it."""
+    from capra_cli import sim
+
+    monkeypatch.setattr(replay, "require", lambda *tools: None)
+    monkeypatch.setattr(sim, "section_checks", lambda: [])
+    decodes = {W: [{"pages": 1}] * 32 for W in sim.WINDOWS}
+    monkeypatch.setattr(sim, "decode_all", lambda m, decoded: (decodes, [], []))
+    monkeypatch.setattr(sim, "section_replay", lambda d: (fake_cycles(), []))
+    assert "configuration:" not in call(capsys, "sim").out
+    other = config.Config(ext_latency=8, ext_words=2)
+    with config.use(other):
+        got = call(capsys, "sim")
+    assert got.code == 0 and got.out.splitlines()[0].startswith(f"configuration: {other.label()} "), got.out[:300]
+    assert json.loads(sim.RUN_JSON.read_text())["provenance"]["config"] == other.key()
+
+
 EXAMPLE_B = {"contig": [4, 1022, 8192], "paged": {"4": [34, 7852, 7916]}, "share": {"96/16": [72, 30, 0]},
              "win": {"8": [938, 1152, 0.16]}, "serve": {"2048": [5, 5, 135, 135]}}
 GOOD_RUN = {"verdict": "PASS", "steps": 32, "page": 4, "cycles": {str(W): c for W, c in fake_cycles().items()}}
