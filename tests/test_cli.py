@@ -741,6 +741,26 @@ def test_bench_stops_with_exit_1_when_a_timed_replay_does_not_pass(capsys, monke
     assert got.code == 1 and "a benchmark replay did not pass" in got.error_line(), got.err
 
 
+@pytest.mark.needs_tool("iverilog")
+def test_bench_and_waves_replay_on_the_memory_of_the_active_configuration(tmp_path, monkeypatch, capsys):
+    """The model's cycles follow the configuration's latency and stalls; the testbench's memory is set
+    at run time (+LATENCY, +STALL), so a replay that passes only the default's expected other cycles
+    and failed (make bench and make waves under GA2_CONFIG="ext_latency=8" or "ext_stall=25")."""
+    from capra.randprog import random_program
+    from capra_cli import bench, waves
+    from replay import image
+    from replay.simulators import ICARUS
+    monkeypatch.setattr(waves, "VCD", tmp_path / "ga2.vcd")
+    for other in (config.Config(ext_latency=8), config.Config(ext_stall=25, ext_seed=3)):
+        with config.use(other):
+            code, ext = random_program(7)
+            rec = image.record(code, ext)
+            path = tmp_path / "one.hex"
+            image.write_image([rec], path)
+            assert bench.timed_run(ICARUS, path, [rec]) >= 0  # ReplayFailed if the memory differs
+            assert run_command("waves", ["--context", "2"], prog="waves.py") == 0, capsys.readouterr().out[-400:]
+
+
 def test_passkey_exits_1_below_its_target(capsys, monkeypatch):
     from capra_cli import passkey
 
