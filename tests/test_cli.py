@@ -964,6 +964,12 @@ def test_output_closed_by_its_reader_ends_quietly_with_1():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1 and err == "", err
 
+    def another_pipe_breaks() -> int:  # a child's or a worker's pipe, with the output still read
+        raise BrokenPipeError("a child's pipe")
+
+    with pytest.raises(BrokenPipeError):
+        common.run(another_pipe_breaks)
+
 
 # ---- outputs are written whole, and only through the replay library ----------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import select
 import shutil
 import signal
 import sys
@@ -178,6 +179,16 @@ def program_name(prog: str) -> Iterator[None]:
         sys.argv[:1] = saved
 
 
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (Linux reports POLLERR for
+    the writing end of such a pipe): a BrokenPipeError from anything else is a real failure."""
+    with suppress(OSError, ValueError, AttributeError):
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _fd, events in poll.poll(0))
+    return False
+
+
 def run(main: Callable[..., int], *args: object) -> int:
     """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
     names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
@@ -196,6 +207,8 @@ def run(main: Callable[..., int], *args: object) -> int:
         sys.stdout.flush()  # a reader that closed the output early (`| head`) is met here, not at exit
         return status
     except BrokenPipeError:  # the output was cut: what was left unprinted is not shown, and not a traceback
+        if not _reader_gone():
+            raise  # another pipe broke (a child's, a worker's): that is a failure to show, not a reader's choice
         kill_children()
         with suppress(OSError, ValueError):  # the interpreter's last flush then writes nowhere
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
