@@ -202,6 +202,12 @@ def too_small(*argv: str) -> Mistake:
     return Mistake(argv, ("GA2_EXT", "100"), cfg=SMALL_MEMORY)
 
 
+def another_chip(*argv: str) -> Mistake:
+    """GA2_CONFIG asking for a chip a command that runs the mixed model's own chip cannot build:
+    refused, naming both, rather than ignored."""
+    return Mistake(argv, ("GA2_CONFIG", "L8 S4096 Q4", "own chip"), cfg=config.Config(ext_latency=8))
+
+
 def without(*tools: str, argv: tuple[str, ...] = ()) -> Mistake:
     """Simulators not installed: one line naming what to install, before any output or file (these
     used to print results, write images and fail a replay, exit 1, before saying so)."""
@@ -231,8 +237,8 @@ MISTAKES: dict[str, list[Mistake]] = {
     ],
     "example-a": [bad("--free-order", "random", says="--free-order")],
     "example-b": [bad("extra", says="extra")],
-    "figures": [bad("--steps", "8", says="--steps")],
-    "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question")],
+    "figures": [bad("--steps", "8", says="--steps"), too_small()],
+    "selfcheck": [bad("-q", "1", "1", says="--question"), bad("-q", "9", says="-q/--question"), too_small()],
     "sinks": [
         bad("--sinks", "8", says="--sinks"),  # eight sinks do not fit the default window of 8
         bad("--sinks", "0", says="--sinks"),
@@ -328,6 +334,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "passkey": [
+        another_chip("--chip"),
         bad("--n-trials", "0", says="--n-trials"),
         bad("--n-trials", "100001", says="--n-trials"),  # more than there are 5-digit passkeys
         bad("--window", "0", says="--window"),
@@ -354,6 +361,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--seed", "-1", says="--seed"),
     ],
     "chip-context": [
+        another_chip(),
         bad("--contexts", "0", says="--contexts"),
         bad("--contexts", "128", "128", says="--contexts"),
         bad("--goal", "1.5", says="--goal"),
@@ -373,6 +381,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "chunked-prefill": [
+        another_chip("--no-rtl"),
         bad("--lengths", "8", says="--lengths"),
         bad("--lengths", "16", says=("--lengths", "outside 17..")),  # one short of the needle and the question
         bad("--chunks", "33", says="--chunks"),
@@ -380,6 +389,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         without("iverilog", "verilator"),
     ],
     "mixed-chip": [
+        another_chip("--no-rtl"),
         bad("--lengths", "8", says="--lengths"),
         bad("--calib-lengths", "16", says=("--calib-lengths", "outside 17..")),
         bad("--replay-context", "9000", says="--replay-context"),
@@ -731,6 +741,26 @@ def test_bench_stops_with_exit_1_when_a_timed_replay_does_not_pass(capsys, monke
     assert got.code == 1 and "a benchmark replay did not pass" in got.error_line(), got.err
 
 
+@pytest.mark.needs_tool("iverilog")
+def test_bench_and_waves_replay_on_the_memory_of_the_active_configuration(tmp_path, monkeypatch, capsys):
+    """The model's cycles follow the configuration's latency and stalls; the testbench's memory is set
+    at run time (+LATENCY, +STALL), so a replay that passes only the default's expected other cycles
+    and failed (make bench and make waves under GA2_CONFIG="ext_latency=8" or "ext_stall=25")."""
+    from capra.randprog import random_program
+    from capra_cli import bench, waves
+    from replay import image
+    from replay.simulators import ICARUS
+    monkeypatch.setattr(waves, "VCD", tmp_path / "ga2.vcd")
+    for other in (config.Config(ext_latency=8), config.Config(ext_stall=25, ext_seed=3)):
+        with config.use(other):
+            code, ext = random_program(7)
+            rec = image.record(code, ext)
+            path = tmp_path / "one.hex"
+            image.write_image([rec], path)
+            assert bench.timed_run(ICARUS, path, [rec]) >= 0  # ReplayFailed if the memory differs
+            assert run_command("waves", ["--context", "2"], prog="waves.py") == 0, capsys.readouterr().out[-400:]
+
+
 def test_passkey_exits_1_below_its_target(capsys, monkeypatch):
     from capra_cli import passkey
 
@@ -817,6 +847,24 @@ def test_ch15_run_writes_its_json_with_the_verdict_only_when_it_passes(capsys, m
     assert "VERDICT: FAIL\n  - window 8: Icarus: FAIL: x" in got.out
 
 
+def test_ch15_run_names_a_chip_other_than_the_default_first_and_records_it(capsys, monkeypatch, sandbox):
+    """On the default chip no line names it (the book's output); on any other the first line does,
+    and the run file records it."""
+    from capra_cli import sim
+
+    monkeypatch.setattr(replay, "require", lambda *tools: None)
+    monkeypatch.setattr(sim, "section_checks", lambda: [])
+    decodes = {W: [{"pages": 1}] * 32 for W in sim.WINDOWS}
+    monkeypatch.setattr(sim, "decode_all", lambda m, decoded: (decodes, [], []))
+    monkeypatch.setattr(sim, "section_replay", lambda d: (fake_cycles(), []))
+    assert "configuration:" not in call(capsys, "sim").out
+    other = config.Config(ext_latency=8, ext_words=2)
+    with config.use(other):
+        got = call(capsys, "sim")
+    assert got.code == 0 and got.out.splitlines()[0].startswith(f"configuration: {other.label()} "), got.out[:300]
+    assert json.loads(sim.RUN_JSON.read_text())["provenance"]["config"] == other.key()
+
+
 EXAMPLE_B = {"contig": [4, 1022, 8192], "paged": {"4": [34, 7852, 7916]}, "share": {"96/16": [72, 30, 0]},
              "win": {"8": [938, 1152, 0.16]}, "serve": {"2048": [5, 5, 135, 135]}}
 GOOD_RUN = {"verdict": "PASS", "steps": 32, "page": 4, "cycles": {str(W): c for W, c in fake_cycles().items()}}
@@ -878,6 +926,49 @@ def test_figure_15_2_is_labelled_with_the_chip_and_sources_of_its_run(tmp_path, 
     assert "is labelled with its own" in capsys.readouterr().out
     path.write_text(json.dumps(GOOD_RUN))  # a run file of before the runs kept their sources
     assert "did not keep its chip or sources" in figures.run_footer(path)
+
+
+def test_figures_15_4_to_15_7_are_labelled_with_the_sources_of_example_bs_file(tmp_path, capsys):
+    """Example B's file keeps what computed its studies; the four figures drawn from it carry that
+    footer, and say so when its sources are not today's, or that it kept none."""
+    from capra_cli import figures
+
+    now = runs.provenance()
+    path = tmp_path / "ch15_example_b.json"
+    assert figures.example_b_footer({**EXAMPLE_B, "provenance": now}, path) == runs.footer(now)
+    old = {**now, "sources": "0" * 16, "commit": "1" * 40}
+    line = figures.example_b_footer({**EXAMPLE_B, "provenance": old}, path)
+    assert line.startswith(runs.footer(old)) and "made with other sources than these" in line
+    assert "labelled with its own" in capsys.readouterr().out
+    assert "did not keep its sources" in figures.example_b_footer(EXAMPLE_B, path)
+
+
+def test_example_b_records_what_made_it(capsys, sandbox):
+    """out/ch15_example_b.json (and example A's) hold the provenance of every result file."""
+    for command, name in (("example-a", "ch15_example_a.json"), ("example-b", "ch15_example_b.json")):
+        assert call(capsys, command).code == 0
+        prov = json.loads((sandbox / name).read_text())["provenance"]
+        assert (prov["sources"], prov["commit"]) == (runs.sources_hash(), runs.source_commit()), command
+        assert prov["config"] == config.active().key() and set(prov["simulators"]) == {"iverilog", "verilator"}
+
+
+def test_output_closed_by_its_reader_ends_quietly_with_1():
+    """`python tools/<script>.py | head`: when the reader closes the pipe, the command stops with
+    exit status 1 and no traceback (it would come from the next print, or the last flush)."""
+    writer = ("import sys\nfrom capra_cli import common\n"
+              "def main():\n    for _ in range(200_000):\n        print('x' * 80)\n    return 0\n"
+              "sys.exit(common.run(main))\n")
+    proc = subprocess.Popen([sys.executable, "-c", writer], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"x" * 80 + b"\n"
+    proc.stdout.close()  # the reader goes away, as head does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == "", err
+
+    def another_pipe_breaks() -> int:  # a child's or a worker's pipe, with the output still read
+        raise BrokenPipeError("a child's pipe")
+
+    with pytest.raises(BrokenPipeError):
+        common.run(another_pipe_breaks)
 
 
 # ---- outputs are written whole, and only through the replay library ----------------------------------

@@ -11,6 +11,7 @@ import pytest
 from capra import config, isa
 from capra.config import Config, ConfigError
 from capra.machine import Machine
+from replay import runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -229,6 +230,8 @@ def test_corner_configuration_is_exact_on_both_simulators(cfg, sims):
     assert result["batch_tok_per_kcyc"] > 0
     assert result["problems"] == []
     assert result["programs"] == RANDOM_PER_CORNER + dse.STEPS
+    prov = result["provenance"]  # the cached row says what measured it
+    assert (prov["config"], prov["sources"], prov["commit"]) == (cfg.key(), runs.sources_hash(), runs.source_commit())
 
 
 @pytest.mark.parametrize("sim", [pytest.param("icarus", marks=pytest.mark.needs_tool("iverilog")),

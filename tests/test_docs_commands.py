@@ -223,3 +223,38 @@ def test_a_command_runs_its_products_on_one_blas_thread():
     outside, inside = map(int, proc.stdout.split())
     assert outside == 2, f"the probe's BLAS starts with {outside} threads, so it shows nothing"
     assert inside == 1, f"a command's BLAS runs {inside} threads"
+
+
+# Words that tell a page's history instead of what is (a page says what the code does and what a
+# command prints; a measured comparison names the two commits or RTLs it compares).
+CHANGE_LOG = re.compile(r"\b(now|used to|previously|no longer|any ?more|before this|became|formerly)\b", re.I)
+# passages where such a word says what is: a window that can no longer see a row, a check's printed
+# NO LONGER APPLIES, "now and then"
+PRESENT_TENSE = ("can no longer", "NO LONGER APPLIES", "now and then")
+
+
+def test_the_pages_say_what_is_not_what_changed():
+    """Prose outside code blocks (printed output may say anything) has no change-log wording."""
+    found = []
+    for page in PAGES:
+        fenced = False
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+                continue
+            prose = line
+            for allowed in PRESENT_TENSE:
+                prose = prose.replace(allowed, "")
+            if not fenced and CHANGE_LOG.search(prose):
+                found.append(f"{page.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_readme_counts_the_design_space_exercises():
+    """The README's line for docs/design_space.md says how many exercises the page has."""
+    page = (ROOT / "docs" / "design_space.md").read_text()
+    exercises = page.split("\n## Exercises", 1)[1]
+    count = len(re.findall(r"^\d+\. \*\*", exercises, re.M))
+    words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+    line = next(x for x in (ROOT / "README.md").read_text().splitlines() if x.startswith("* `docs/design_space.md`"))
+    assert f"{words[count]} one-line exercises" in line, (count, line)

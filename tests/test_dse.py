@@ -8,6 +8,7 @@ mistakes are in tests/test_cli.py."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -255,6 +256,17 @@ def test_what_is_not_kept_is_counted_for_the_estimate(kept):
     assert dse.pending_placement(points, no_cache=False) == (1, 3)
     assert dse.pending_placement(points, no_cache=True) == (2, 4)
     assert fpga.kept_times(kept) == ([70.0], [500.0])
+
+
+def test_before_the_ecp5_tools_are_installed_every_synthesis_and_seed_is_counted(kept, monkeypatch):
+    """docs/design_space.md's estimate of the whole grid runs in a fresh clone, where make dse has
+    not yet installed the ECP5 tools: nothing is kept for them, so the grid's 16 RTL configurations
+    and their seeds (3 each for the default chip and the 8 x 8 array, 1 for the other 14) count."""
+    def not_installed():
+        raise importlib.metadata.PackageNotFoundError(fpga.NEXTPNR)
+
+    monkeypatch.setattr(fpga, "versions", not_installed)
+    assert dse.pending_placement(dse.GRID, no_cache=False) == (16, 3 + 3 + 14)
 
 
 def test_the_estimate_comes_from_the_times_the_cache_recorded():

@@ -48,3 +48,18 @@ def test_the_first_graph_of_own_model_md_prints_what_the_page_shows(tmp_path):
     proc = subprocess.run([sys.executable, "tiny.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == shown.splitlines()
+
+
+def test_the_wider_model_of_own_model_md_prints_the_lines_the_page_shows():
+    """The page's `--no-rtl` run of a wider model: every line it shows (its "..." stands for the
+    listing) is a line the command prints, in the same order."""
+    text = (runs.ROOT / "docs" / "own_model.md").read_text()
+    command = "python tools/own_model.py --dim 32 --hidden 64 --no-rtl"
+    shown = re.search(rf"```\n{re.escape(command)}\n(.*?)```", text, re.S).group(1)
+    proc = subprocess.run([sys.executable, "tools/own_model.py", *command.split()[2:]], cwd=runs.ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    printed = iter(proc.stdout.splitlines())
+    for line in shown.splitlines():
+        if line != "...":
+            assert line in printed, f"{line!r} is not printed (in this order) by {command}"

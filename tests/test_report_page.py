@@ -98,6 +98,18 @@ def test_make_report_prints_its_roofline_and_writes_the_page_with_it(tmp_path, m
         assert html.escape(line) in text, line
 
 
+def test_the_verdict_docs_report_md_shows_is_make_reports(tmp_path, monkeypatch, capsys):
+    """The page's `make report` ends with the line the command prints (its worst efficiency and
+    its cost of one more token are the machine model's, so a change of cycles shows here)."""
+    from capra_cli.__main__ import run_command
+
+    shown = re.search(r"```\nmake report\n(.*?)```", (runs.ROOT / "docs" / "report.md").read_text(), re.S)[1]
+    monkeypatch.setattr(runs, "OUT", tmp_path)
+    capsys.readouterr()
+    assert run_command("report", [], prog="decode_report.py") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == shown.splitlines()[-1]
+
+
 def browser_checks(page: Path) -> tuple[str, list[dict]]:
     """The page's own check of its figures, as a headless Chromium leaves it in the DOM."""
     proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",

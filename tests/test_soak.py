@@ -108,6 +108,11 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
     runs_before = bench.runs
     code, out, _err = soak_main(capsys, "-n", "6", "--batch", "2", "-j", "1")  # only the third batch is new
     assert code == 0 and "resuming: 4 of 6 programs already checked" in out and bench.runs == runs_before + 2
+    assert "this run checked none" not in out
+    code, out, _err = soak_main(capsys, "-n", "6", "--batch", "2", "-j", "1")  # nothing new: it says so
+    last = out.strip().splitlines()[-1]
+    assert bench.runs == runs_before + 2 and last.startswith("soak: 6 programs, 0 mismatches"), out
+    assert "this run checked none: every one was checked by an earlier run" in last, last
 
 
 def test_other_settings_or_another_chip_never_resume_an_earlier_state(fake, capsys):

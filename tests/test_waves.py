@@ -17,6 +17,13 @@ from replay import runs
 
 SAVE_FILE = runs.ROOT / "tb" / "ga2.gtkw"
 SCOPE = "ga2_tb.u_sys.u_ga2"
+PAGE = runs.ROOT / "docs" / "waveforms.md"
+COUNTERS = ("c0[31:0]", "c1[31:0]", "c2[31:0]", "c3[31:0]", "c4[31:0]", "h_unit[31:0]", "h_sync[31:0]")
+
+
+def number(text: str) -> int:
+    """A number as the page writes it (1,855)."""
+    return int(text.replace(",", ""))
 
 
 def vcd_vars(path: Path) -> dict[str, tuple[str, int]]:
@@ -99,7 +106,8 @@ def test_make_waves_writes_every_signal_the_save_file_opens_on(tmp_path, monkeyp
         assert found[s][1] == (int(m.group(1)) - int(m.group(2)) + 1 if m else 1), s
 
     names = {n: found[f"{SCOPE}.{n}"][0] for n in ("clk", "pc[9:0]", "c0[31:0]", "halted", "start_dma",
-                                                   "m_axi_arvalid", "m_axi_rvalid", "op[3:0]", "sm_busy", "rst")}
+                                                   "m_axi_arvalid", "m_axi_rvalid", "op[3:0]", "sm_busy", "rst",
+                                                   *COUNTERS)}
     ch = vcd_changes(vcd, names)
     rises = [t for t, v in ch["clk"] if v == 1]
     assert rises[:2] == [5000, 15000]  # a rising edge every 10 ns, the first at 5 ns
@@ -122,6 +130,19 @@ def test_make_waves_writes_every_signal_the_save_file_opens_on(tmp_path, monkeyp
     up = next(t for t, v in ch["sm_busy"] if v == 1)
     down = next(t for t, v in ch["sm_busy"] if v == 0 and t > up)
     assert (down - up) // 10_000 == isa.smax_cycles(4)
+
+    # docs/waveforms.md reads this step: its instructions, reset, end, SMAX and counters are this run's
+    page = " ".join(PAGE.read_text().split())
+    shown = re.search(r"for these (\d+) instructions lasts until ([\d,]+) ns", page)
+    assert shown and (int(shown[1]), number(shown[2])) == (len(listing), reset_end // 1000), shown
+    shown = re.search(r"The step ends at cycle (\d+) \(([\d,]+) ns\)", page)
+    assert shown and (int(shown[1]), number(shown[2])) == (cycles, ch["halted"][-1][0] // 1000), shown
+    shown = re.search(r"The SMAX at pc (\d+) starts in cycle (\d+) \(([\d,]+) ns\)", page)
+    assert shown and number(shown[3]) == up // 1000 and (up - reset_end) // 10_000 == int(shown[2]), shown
+    assert value_at(ch["pc[9:0]"], up - 1) == int(shown[1]), "the SMAX's pc"
+    shown = re.search(r"they read ([\d, ]+) and (\d+);", page)
+    assert shown and [int(x) for x in shown[1].split(", ")] + [int(shown[2])] == \
+        [ch[c][-1][1] for c in COUNTERS], shown
 
 
 @pytest.mark.parametrize("flag", ["[dumpfile]", "[size]"])

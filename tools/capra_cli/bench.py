@@ -22,7 +22,7 @@ import numpy as np
 import paged_lm as PL
 import replay
 import tiny_lm as T
-from capra import asm
+from capra import asm, config
 from capra.analysis import roofline
 from capra.graph import Graph
 from capra.machine import Counters, run_program
@@ -51,7 +51,8 @@ def timed_run(sim, path, records: list[image.Record]) -> float:
     an untimed run); ReplayFailed when it does not pass (the speed of a wrong run is no figure)."""
     defines = replay.testbench_defines(0)
     t0 = children_cpu()
-    rc, out = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=(f"+PROG={path}",))
+    memory = (f"+LATENCY={config.active().ext_latency}", *replay.memory_plusargs(config.active()))  # the model's
+    rc, out = sim.run(GA2_FILES, GA2_TOP, defines=defines, plusargs=(f"+PROG={path}", *memory))
     elapsed = children_cpu() - t0
     verdict = judge(sim.name, rc, out, len(records), expected=[r.counters for r in records])
     if not verdict.passed:

@@ -39,7 +39,7 @@ from inference.mixed_chip import KV_MODES, MixedChip, calibrate, equalize
 from inference.mixed_lm import make_mixed_model
 from replay import runs
 
-from .common import Parser, Progress, distinct, finish, in_range, int_range
+from .common import Parser, Progress, distinct, finish, in_range, int_range, own_chip
 from .mixed_chip import CALIB_SEED, _prompts
 
 CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -107,6 +107,7 @@ def figure(rows: list[dict], prov: dict, goal_context: int, name: str = "chip_co
 
 def main(args) -> int:
     distinct("--contexts", args.contexts)
+    own_chip()
     contexts = sorted(args.contexts)
     start = time.monotonic()
     chip = chip_for_benchmark(args.kv)

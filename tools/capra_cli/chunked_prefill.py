@@ -33,7 +33,7 @@ from inference.mixed_lm import make_mixed_model
 from inference.mixed_prefill import VectorisedPrefill
 
 from .chip_context import chip_for_benchmark
-from .common import Parser, distinct, finish, int_range, replay_checks
+from .common import Parser, distinct, finish, int_range, own_chip, replay_checks
 from .mixed_chip import ANSWER, EVAL_SEED, SHORTEST, _prompts
 
 MAX_LENGTH = 1024
@@ -62,6 +62,7 @@ def _same(chip, traces, res) -> list[str]:
 def main(args) -> int:
     distinct("--lengths", args.lengths)
     distinct("--chunks", args.chunks)
+    own_chip()
     if not args.no_rtl:
         import replay
 

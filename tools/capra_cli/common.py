@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import select
 import shutil
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,10 +179,21 @@ def program_name(prog: str) -> Iterator[None]:
         sys.argv[:1] = saved
 
 
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (Linux reports POLLERR for
+    the writing end of such a pipe): a BrokenPipeError from anything else is a real failure."""
+    with suppress(OSError, ValueError, AttributeError):
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _fd, events in poll.poll(0))
+    return False
+
+
 def run(main: Callable[..., int], *args: object) -> int:
     """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
     names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
-    line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130."""
+    line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130; output closed by its
+    reader (a pipe into `head`) ends the command quietly with 1 (the rest was not shown)."""
     previous = None
     allow_children()
     if threading.current_thread() is threading.main_thread():
@@ -191,7 +203,16 @@ def run(main: Callable[..., int], *args: object) -> int:
         # heads), where a thread per core costs more to start than it saves, and multiplies a
         # command's time whenever anything else runs on the machine.
         with threadpool_limits(limits=1):
-            return main(*args)
+            status = main(*args)
+        sys.stdout.flush()  # a reader that closed the output early (`| head`) is met here, not at exit
+        return status
+    except BrokenPipeError:  # the output was cut: what was left unprinted is not shown, and not a traceback
+        if not _reader_gone():
+            raise  # another pipe broke (a child's, a worker's): that is a failure to show, not a reader's choice
+        kill_children()
+        with suppress(OSError, ValueError):  # the interpreter's last flush then writes nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAIL
     except (UserError, ConfigError) as error:
         print(f"{runs.program_name()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
@@ -275,6 +296,17 @@ def require_decode(steps: int, what: str) -> None:
     error = compile_error(tiny_lm.make_model("structured"), steps)
     if error is not None:
         raise ToolError(f"{what}: the {steps}-step decode does not compile: {error}")
+
+
+def own_chip(what: str = "this command") -> None:
+    """ToolError (one line, exit 2) when GA2_CONFIG or GA2_EXT asks for another chip than the
+    default: `what` runs the mixed model on a chip of its own (``inference.mixed_chip.CHIP``), which
+    they do not change, and a setting a command cannot honour is refused, not ignored."""
+    from inference.mixed_chip import CHIP
+
+    if config.active() != config.DEFAULT:
+        raise ToolError(f"GA2_CONFIG / GA2_EXT ask for {config.active().label()}, but {what} runs the mixed model's "
+                        f"own chip ({CHIP.label()}), which they do not change: unset them")
 
 
 def check_context(argument: str, context: int, model: dict) -> None:

@@ -54,6 +54,7 @@ if one failed, 2 for a bad argument.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import secrets
 import statistics
 import time
@@ -162,6 +163,7 @@ def point(cfg: config.Config, n_random: int, simulators: tuple = replay.SIMULATO
                            for p in v.problems]
     result["programs"] = len(decode) + len(rand)
     result["seconds"] = round(time.monotonic() - started, 1)  # for the next run's estimate
+    result["provenance"] = runs.provenance(cfg)  # what measured it: chip, sources, commit, simulators
     return result
 
 
@@ -501,10 +503,15 @@ def duration(seconds: float) -> str:
 def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
                       seeds: int = DEFAULT_SEEDS) -> tuple[int, int]:
     """(syntheses, seeds) of the ECP5 flow that `points` need and out/fpga/ does not keep, found
-    without running a tool (a chip not yet synthesized counts all its seeds)."""
-    tools = fpga.versions()
+    without running a tool (a chip not yet synthesized counts all its seeds). Before the ECP5 tools
+    are installed (make dse installs them) nothing is kept for them: every chip and seed counts."""
+    chips = {chip_config(cfg) for cfg in points}
+    try:
+        tools = fpga.versions()
+    except importlib.metadata.PackageNotFoundError:
+        return len(chips), sum(seed_count(chip, seeds) for chip in chips)
     syntheses = todo = 0
-    for chip in {chip_config(cfg) for cfg in points}:
+    for chip in chips:
         folder = fpga.synthesis_folder(chip, tools)
         kept = fpga.cached(folder, no_cache)
         if kept is None:

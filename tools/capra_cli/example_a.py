@@ -91,5 +91,5 @@ def arguments(ap: Parser) -> None:
 def main(args) -> int:
     show_free = FREE_ORDERS[args.free_order]
     result = {"log": window_trace(show_free), "fork": fork_walk(show_free)}
-    runs.write_json(runs.OUT / "ch15_example_a.json", result)
+    runs.write_json(runs.OUT / "ch15_example_a.json", {**result, "provenance": runs.provenance()})  # what made it
     return report_only("make test checks the page table and the window against a shadow model")

@@ -206,5 +206,5 @@ def json_path() -> Path:
 
 def main(args) -> int:
     result = {**study_memory(), "share": study_sharing(), "win": study_window(), "serve": study_serving()}
-    runs.write_json(json_path(), json_keys(result))
+    runs.write_json(json_path(), {**json_keys(result), "provenance": runs.provenance()})  # what made it
     return report_only("make test checks the page table, the window and the serving engine")

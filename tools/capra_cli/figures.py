@@ -34,7 +34,7 @@ from replay import runs
 
 from . import example_b as study_b
 from . import sim
-from .common import Parser, ToolError
+from .common import Parser, ToolError, require_decode
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
@@ -258,7 +258,7 @@ def _figures_can_read(b: dict) -> bool:
             and all(whole(w) and v[1] > 0 for w, v in b["win"].items()) and all(whole(c) for c in b["serve"]))
 
 
-def figure_memory(b: dict) -> Path:
+def figure_memory(b: dict, footer: str | None = None) -> Path:
     names = ["contiguous\n(reserve 2048)"] + [f"page {p}" for p in b["paged"]]
     rows = [b["contig"]] + list(b["paged"].values())
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -274,10 +274,10 @@ def figure_memory(b: dict) -> Path:
     for i, w in enumerate(waste):
         right.text(i, w + 1, f"{w:.1f}%", ha="center", fontsize=8)
     fig.suptitle("Figure 15.4: paging against reservation (400 sampled request lengths)", fontsize=10)
-    return save(fig, "fig15_4_memory_waste.png")
+    return save(fig, "fig15_4_memory_waste.png", footer)
 
 
-def figure_sharing(b: dict) -> Path:
+def figure_sharing(b: dict, footer: str | None = None) -> Path:
     keys = list(b["share"])
     copied = [b["share"][k][0] for k in keys]
     shared = [b["share"][k][1] for k in keys]
@@ -294,10 +294,10 @@ def figure_sharing(b: dict) -> Path:
     ax.set_ylabel("pages in use")
     ax.legend(fontsize=8)
     ax.set_title("Figure 15.5: eight requests with a common prompt, 40 rows of their own each", fontsize=10)
-    return save(fig, "fig15_5_prefix_sharing.png")
+    return save(fig, "fig15_5_prefix_sharing.png", footer)
 
 
-def figure_accuracy(b: dict) -> Path:
+def figure_accuracy(b: dict, footer: str | None = None) -> Path:
     windows = [int(w) for w in b["win"]]
     agreement = [100 * a / t for a, t, _ in b["win"].values()]
     error = [100 * e for _, _, e in b["win"].values()]
@@ -313,10 +313,10 @@ def figure_accuracy(b: dict) -> Path:
     ax.legend(fontsize=8)
     ax.set_title("Figure 15.6: what a window costs on random models\n(teacher-forced, 1,152 decisions per W)",
                  fontsize=10)
-    return save(fig, "fig15_6_accuracy_vs_window.png")
+    return save(fig, "fig15_6_accuracy_vs_window.png", footer)
 
 
-def figure_serving(b: dict) -> Path:
+def figure_serving(b: dict, footer: str | None = None) -> Path:
     contexts = [int(c) for c in b["serve"]]
     full = [v[2] for v in b["serve"].values()]
     windowed = [v[3] for v in b["serve"].values()]
@@ -336,11 +336,26 @@ def figure_serving(b: dict) -> Path:
     ax.legend(fontsize=8)
     ax.set_title("Figure 15.7: serving arithmetic (DERIVED; assumed 80 GB chip,\n7 GB of weights, "
                  "256 KiB of cache per token)", fontsize=10)
-    return save(fig, "fig15_7_serving.png")
+    return save(fig, "fig15_7_serving.png", footer)
 
 
 def arguments(ap: Parser) -> None:
     """No options: the chapter's figures are fixed."""
+
+
+def example_b_footer(b: dict, path: Path) -> str:
+    """The footer of Figures 15.4-15.7, drawn from example B's file: the sources and commit that
+    computed its studies, with a note when they are not today's (its studies use no chip, so only
+    the sources are compared)."""
+    prov = b.get("provenance")
+    if not isinstance(prov, dict) or not {"chip", "sources", "commit"} <= prov.keys():
+        return f"from {path.name}, which did not keep its sources; rerun tools/ch15_example_b.py"
+    line = runs.footer(prov)
+    if prov["sources"] != runs.sources_hash():
+        note = f"{path.name} was made with other sources than these"
+        print(f"Figures 15.4-15.7: {note} ({line}); they are labelled with its own")
+        line += f" ({note})"
+    return line
 
 
 def run_footer(path: Path) -> str:
@@ -364,10 +379,14 @@ def main(args) -> int:
     # both inputs are checked before any figure is written, and a run file before any work
     recorded = run_cycles(sim.RUN_JSON) if sim.RUN_JSON.exists() else None
     recorded_footer = run_footer(sim.RUN_JSON) if recorded is not None else None
+    if recorded is None:  # Figure 15.2 from the machine model: a chip too small for the decode is refused first
+        require_decode(sim.N_STEPS, "Figure 15.2")
     b = example_b()
     cycles, source = (recorded, RTL_SOURCE) if recorded is not None else machine_cycles()
-    made = [figure_block_table(), figure_cycles(cycles, source, recorded_footer), figure_window(), figure_memory(b),
-            figure_sharing(b), figure_accuracy(b), figure_serving(b)]
+    b_footer = example_b_footer(b, study_b.json_path())
+    made = [figure_block_table(), figure_cycles(cycles, source, recorded_footer), figure_window(),
+            figure_memory(b, b_footer), figure_sharing(b, b_footer), figure_accuracy(b, b_footer),
+            figure_serving(b, b_footer)]
     for path in made:
         print("wrote", path.relative_to(runs.ROOT))
     return 0

@@ -55,7 +55,7 @@ from inference.mixed_chip import (
 )
 from inference.mixed_lm import make_mixed_model
 
-from .common import BadArgument, Parser, Progress, finish, int_range, replay_checks
+from .common import BadArgument, Parser, Progress, finish, int_range, own_chip, replay_checks
 
 CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
@@ -104,6 +104,7 @@ def _prompts(model, lengths, trials, seed, answer=True):
 
 
 def main(args) -> int:
+    own_chip()
     if not args.no_rtl:
         import replay
 

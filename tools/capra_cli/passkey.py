@@ -33,7 +33,7 @@ from inference.long_context import (
 from inference.mixed_lm import ModelConfigError, make_mixed_model
 
 from . import passkey_chip
-from .common import BadArgument, Parser, Progress, at_least, finish, int_range
+from .common import BadArgument, Parser, Progress, at_least, finish, int_range, own_chip
 
 BATCH = 2  # prompts decoded together in a trial batch
 PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones
@@ -125,6 +125,8 @@ def arguments(parser: Parser) -> None:
 def main(args) -> int:
     if args.quick and not args.chip:
         raise BadArgument("--quick", "is for the chip path: give --chip too")
+    if args.chip:
+        own_chip("--chip")
     if args.context_lengths is None:
         args.context_lengths = list(passkey_chip.QUICK_LENGTHS if args.quick else (256, 512, 1024, 2048, 4096))
     if args.n_trials is None:

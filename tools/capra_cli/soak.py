@@ -30,7 +30,8 @@ larger -n extends a finished run, --fresh starts over, and a change to the RTL, 
 the machine model starts over by itself (the earlier batches checked other code).
 
 The last line: "soak: <programs> programs, <mismatches> mismatches, <rate> programs per second"
-(totals over the run, resumed parts included). Exit status 0 when every program matched, 1 when
+(totals over the run, resumed parts included), and when every program was checked by an earlier run
+of these sources and settings, "(this run checked none: ...)" after it. Exit status 0 when every program matched, 1 when
 one did not or when nothing was checked, 2 for a bad argument or a state file of other settings.
 """
 
@@ -287,5 +288,7 @@ def main(args) -> int:
                   f"{m['simulator']}): {m['why']}", flush=True)
     checked, bad = totals(state, plan)
     rate = checked / state["seconds"] if state["seconds"] else 0.0
-    print(f"soak: {checked} programs, {bad} mismatches, {rate:.1f} programs per second")
+    earlier = (" (this run checked none: every one was checked by an earlier run of these sources and "
+               "settings; --fresh checks them again)") if checked and not todo else ""
+    print(f"soak: {checked} programs, {bad} mismatches, {rate:.1f} programs per second{earlier}")
     return 0 if checked == args.programs and bad == 0 else 1

@@ -49,7 +49,8 @@ def main(args) -> int:
         (run.path / "out").mkdir()
         defines = (*replay.testbench_defines(0, config.active()), "WAVES")
         rc, out = sim_icarus(GA2_FILES, GA2_TOP, defines=defines, cwd=run.path,
-                             plusargs=(f"+PROG={path}", f"+LATENCY={config.active().ext_latency}"))
+                             plusargs=(f"+PROG={path}", f"+LATENCY={config.active().ext_latency}",
+                                       *replay.memory_plusargs(config.active())))  # the memory the model ran on
         verdict = judge("Icarus", rc, out, programs=1, expected=[record.counters])
         print(verdict.line)
         written = run.path / "out" / VCD.name
