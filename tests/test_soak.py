@@ -111,6 +111,7 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
     assert "this run checked none" not in out
     code, out, _err = soak_main(capsys, "-n", "6", "--batch", "2", "-j", "1")  # nothing new: it says so
     last = out.strip().splitlines()[-1]
+    assert code == 1, "a run that checked nothing must not exit 0"
     assert bench.runs == runs_before + 2 and last.startswith("soak: 6 programs, 0 mismatches"), out
     assert "this run checked none: every one was checked by an earlier run" in last, last
 

@@ -477,8 +477,10 @@ def draw(rows: list[dict], front: set[str], axes: Axes, rest: list[dict] | None 
     return FIGURE
 
 
-def cached_point(cfg: config.Config, src: str, n_random: int, cache: Path = CACHE) -> Path:
-    """Where a point's result is kept: one file per configuration, sources and number of random programs."""
+def cached_point(cfg: config.Config, src: str, n_random: int, cache: Path | None = None) -> Path:
+    """Where a point's result is kept: one file per configuration, sources and number of random programs,
+    in `cache` (default: CACHE as it is when called, so a test's own folder is the one used)."""
+    cache = CACHE if cache is None else cache
     return cache / f"{hashlib.sha256(f'{cfg.key()}|{src}|{n_random}'.encode()).hexdigest()[:20]}.json"
 
 

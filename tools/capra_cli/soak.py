@@ -31,8 +31,10 @@ the machine model starts over by itself (the earlier batches checked other code)
 
 The last line: "soak: <programs> programs, <mismatches> mismatches, <rate> programs per second"
 (totals over the run, resumed parts included), and when every program was checked by an earlier run
-of these sources and settings, "(this run checked none: ...)" after it. Exit status 0 when every program matched, 1 when
-one did not or when nothing was checked, 2 for a bad argument or a state file of other settings.
+of these sources and settings, "(this run checked none: ...)" after it. Exit status 0 when every
+program matched and this run replayed some of them, 1 when one did not or when this run checked
+nothing (an earlier run's verdict stands in its own output), 2 for a bad argument or a state file
+of other settings.
 """
 
 from __future__ import annotations
@@ -291,4 +293,5 @@ def main(args) -> int:
     earlier = (" (this run checked none: every one was checked by an earlier run of these sources and "
                "settings; --fresh checks them again)") if checked and not todo else ""
     print(f"soak: {checked} programs, {bad} mismatches, {rate:.1f} programs per second{earlier}")
-    return 0 if checked == args.programs and bad == 0 else 1
+    # a run that replayed nothing is no check, whatever an earlier run found: exit 1 and say so
+    return 0 if checked == args.programs and bad == 0 and todo else 1
