@@ -1116,3 +1116,35 @@ def test_a_missing_simulator_fails_under_make_test_and_skips_otherwise(tmp_path,
                            str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert outcome in proc.stdout and INSTALL_HINT["iverilog"] in proc.stdout, proc.stdout[-2000:]
     assert proc.returncode == (1 if required else 0)
+
+
+# ---- what a command does with the chip configuration --------------------------------------------
+
+OTHER_CHIP = config.Config.parse("ext_latency=8")
+
+
+@pytest.mark.parametrize("command, argv, says", [
+    ("gather", (), "no chip"), ("kv-bench", (), "no chip"), ("page-groups", (), "no chip"),
+    ("passkey", (), "numpy model"), ("dse", (), "configurations of its own"), ("synth", (), "default chip's sizes"),
+    ("gen", (), "the same for every chip"),
+])
+def test_a_command_that_runs_no_configured_chip_refuses_a_configuration(capsys, command, argv, says):
+    """GA2_CONFIG / GA2_EXT set for a command that cannot honour them: one line naming the setting
+    and why, exit 2, before any work (never a run that ignores them)."""
+    with config.use(OTHER_CHIP):
+        got = call(capsys, command, *argv)
+    lines = got.err.strip().splitlines()
+    assert (got.code, got.out, len(lines)) == (2, "", 1), got
+    assert OTHER_CHIP.label() in lines[0] and says in lines[0] and lines[0].endswith("unset them"), lines[0]
+
+
+def test_a_command_that_runs_the_configured_chip_names_it_first(capsys):
+    """`capra report` on another chip: its output starts with that chip (the default chip is not
+    named, so the book's printed output stays as it is); a refused argument prints nothing."""
+    with config.use(OTHER_CHIP):
+        got = call(capsys, "report", "--steps", "2")
+        refused = call(capsys, "report", "--steps", "0")
+    assert got.code == 0 and got.out.splitlines()[0].startswith(f"configuration: {OTHER_CHIP.label()} "), got.out[:300]
+    assert refused.code == 2 and refused.out == "", refused
+    default = call(capsys, "report", "--steps", "2")
+    assert default.code == 0 and not default.out.startswith("configuration:"), default.out[:200]

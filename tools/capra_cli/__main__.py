@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .common import BadArgument, Parser, program_name, run
+from .common import BadArgument, Parser, naming_chip, no_chip, program_name, run
 
 # command -> (its module in this package, one line for the list). A command's module has a
 # docstring (its --help), ``arguments(parser)`` and ``main(args) -> exit status``; it is imported
@@ -53,6 +53,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# What each command does with the chip configuration (GA2_CONFIG / GA2_EXT), so that a setting is never
+# ignored in silence. A command that runs the configured chip names it on its first line when it is
+# not the default (these print that line themselves; every other such command gets it from
+# run_command); one that runs a chip of its own refuses another (common.own_chip: mixed-chip,
+# chunked-prefill, chip-context, passkey --chip); one that runs none refuses a setting, saying why.
+NAMES_ITS_CHIP = {"sim", "serve", "soak", "fpga"}
+OWN_CHIP = {"mixed-chip", "chunked-prefill", "chip-context"}
+NO_CHIP = {
+    "gather": "the gather benchmark runs the host's page table, no chip",
+    "kv-bench": "kv-bench measures the numpy model's caches, no chip",
+    "page-groups": "page-groups counts the host's page groups, no chip",
+    "dse": "dse sweeps configurations of its own (--only names them)",
+    "synth": "synth builds each block at the default chip's sizes (--define sets others)",
+    "gen": "gen writes what is generated from the model, the same for every chip",
+}
+
+
 def _module(name: str):
     return importlib.import_module(f"capra_cli.{COMMANDS[name][0]}")
 
@@ -76,7 +93,14 @@ def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
         ap = command_parser(name, prog)
         args = ap.parse_args(list(argv))
         try:
-            return _module(name).main(args)
+            if name in NO_CHIP:
+                no_chip(NO_CHIP[name])
+            if name == "passkey" and not args.chip:
+                no_chip("passkey (without --chip) runs the numpy model, no chip")
+            if name in NAMES_ITS_CHIP | OWN_CHIP or name in NO_CHIP or name == "passkey":
+                return _module(name).main(args)
+            with naming_chip():
+                return _module(name).main(args)
         except BadArgument as error:
             ap.error(str(error))
 

@@ -309,6 +309,47 @@ def own_chip(what: str = "this command") -> None:
                         f"own chip ({CHIP.label()}), which they do not change: unset them")
 
 
+def no_chip(why: str) -> None:
+    """ToolError (one line, exit 2) when GA2_CONFIG or GA2_EXT asks for another chip than the
+    default, for a command that runs no GA2 chip whose configuration they could set (`why` says
+    what it runs instead): a setting a command cannot honour is refused, not ignored."""
+    if config.active() != config.DEFAULT:
+        raise ToolError(f"GA2_CONFIG / GA2_EXT ask for {config.active().label()}, but {why}: unset them")
+
+
+class _FirstLine:
+    """Standard output that writes `line` before the first thing written to it (and nothing when
+    nothing is written: a refusal prints only its one line on stderr)."""
+
+    def __init__(self, stream, line: str) -> None:
+        self._stream, self._line = stream, line
+
+    def write(self, text: str) -> int:
+        if self._line is not None and text:
+            self._stream.write(self._line)
+            self._line = None
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def naming_chip() -> Iterator[None]:
+    """While a command that runs the configured chip runs: its output starts with the chip, when that
+    is not the default one, so what it ran is on its output and not only in its environment."""
+    if config.active() == config.DEFAULT:
+        yield
+        return
+    before = sys.stdout
+    sys.stdout = _FirstLine(before, f"configuration: {config.active().label()} (GA2_CONFIG / GA2_EXT; the chip "
+                                    "and the model are built for it)\n")
+    try:
+        yield
+    finally:
+        sys.stdout = before
+
+
 def check_context(argument: str, context: int, model: dict) -> None:
     """Refuse (BadArgument: one line, exit 2) a decode that needs a context past the largest the
     chip can run (found by compiling: host/limits.py)."""
