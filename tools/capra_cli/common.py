@@ -299,14 +299,19 @@ def require_decode(steps: int, what: str) -> None:
 
 
 def own_chip(what: str = "this command") -> None:
-    """ToolError (one line, exit 2) when GA2_CONFIG or GA2_EXT asks for another chip than the
-    default: `what` runs the mixed model on a chip of its own (``inference.mixed_chip.CHIP``), which
-    they do not change, and a setting a command cannot honour is refused, not ignored."""
+    """Refuse another chip (``no_chip``) for a command that runs the mixed model on a chip of its own
+    (``inference.mixed_chip.CHIP``), which GA2_CONFIG and GA2_EXT do not change."""
     from inference.mixed_chip import CHIP
 
-    if config.active() != config.DEFAULT:
-        raise ToolError(f"GA2_CONFIG / GA2_EXT ask for {config.active().label()}, but {what} runs the mixed model's "
-                        f"own chip ({CHIP.label()}), which they do not change: unset them")
+    no_chip(f"{what} runs the mixed model's own chip ({CHIP.label()}), which they do not change")
+
+
+def chip_line() -> str | None:
+    """The line that names the active chip on a command's output, None on the default chip (whose
+    output stays the book's)."""
+    if config.active() == config.DEFAULT:
+        return None
+    return f"configuration: {config.active().label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)"
 
 
 def no_chip(why: str) -> None:
@@ -336,14 +341,14 @@ class _FirstLine:
 
 @contextmanager
 def naming_chip() -> Iterator[None]:
-    """While a command that runs the configured chip runs: its output starts with the chip, when that
-    is not the default one, so what it ran is on its output and not only in its environment."""
-    if config.active() == config.DEFAULT:
+    """While a command that runs the configured chip runs: its output starts with ``chip_line()``,
+    so what it ran is on its output and not only in its environment."""
+    line = chip_line()
+    if line is None:
         yield
         return
     before = sys.stdout
-    sys.stdout = _FirstLine(before, f"configuration: {config.active().label()} (GA2_CONFIG / GA2_EXT; the chip "
-                                    "and the model are built for it)\n")
+    sys.stdout = _FirstLine(before, line + "\n")
     try:
         yield
     finally:

@@ -40,7 +40,7 @@ from capra.analysis import roofline
 from replay import image, runs
 
 from . import fpga
-from .common import Parser, finish, int_range, memory, memory_arguments, require_decode
+from .common import Parser, chip_line, finish, int_range, memory, memory_arguments, require_decode
 
 B_MAXES = (1, 2, 4, 8)
 WINDOWS = (None, 8)
@@ -196,8 +196,8 @@ def _main(args) -> int:
     m = T.make_model("structured")
     runner = S.make_runner(m, 32, WINDOWS)
     cfg = config.active()
-    if cfg != config.DEFAULT:
-        print(f"configuration: {cfg.label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)")
+    if (line := chip_line()) is not None:
+        print(line, flush=True)
     problems: list[str] = []
     results: dict = {}
     logs: dict = {}

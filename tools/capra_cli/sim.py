@@ -30,7 +30,7 @@ import tiny_lm as T
 from capra import config
 from replay import image, runs
 
-from .common import Parser, finish, memory, memory_arguments, require_decode
+from .common import Parser, chip_line, finish, memory, memory_arguments, require_decode
 
 N_STEPS = 32
 PAGE = 4
@@ -151,8 +151,8 @@ def _main() -> int:
     require_decode(N_STEPS, "the chapter's run")
     replay.require()
     cfg = config.active()
-    if cfg != config.DEFAULT:
-        print(f"configuration: {cfg.label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)")
+    if (line := chip_line()) is not None:
+        print(line, flush=True)
     # The decodes first, silently, each window's replays (an Icarus run takes seconds) started as
     # soon as its decode is done: they run on the cores while the next decodes and the software
     # checks run here, and the sections print in the book's order.

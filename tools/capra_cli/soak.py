@@ -54,7 +54,7 @@ from replay.simulators import GA2_FILES, GA2_TOP, SIMULATORS
 from replay.verdict import failed_program, parse_counters, verdict_line
 
 from . import executor
-from .common import Parser, ToolError, int_range
+from .common import Parser, ToolError, chip_line, int_range
 
 SOAK_DIR = runs.OUT / "soak"
 SEED_STRIDE = 1_000_000_000  # program i of --seed s is random_program(s * SEED_STRIDE + i + SEED_BASE)
@@ -257,8 +257,8 @@ def main(args) -> int:
     plan = batches(args.programs, args.batch, args.seed, args.stall)
     if args.stall:
         print(f"memory: every AXI channel stalls {args.stall}% of the cycles (a schedule seed per batch)", flush=True)
-    if config.active() != config.DEFAULT:
-        print(f"configuration: {config.active().label()} (GA2_CONFIG; the chip is built for it)", flush=True)
+    if (line := chip_line()) is not None:
+        print(line, flush=True)
     todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
     checked, bad = totals(state, plan)
     if checked:
