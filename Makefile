@@ -76,7 +76,7 @@ sim: $(STAMP) tools
 # runs (every replay and bench, a few minutes); everything, slow runs included. A missing simulator
 # fails the simulator tests under make test and test-full; a plain pytest skips them.
 test-fast: $(STAMP)
-	$(PYTEST) -m "not sim and not slow"
+	$(PYTEST) -m "not sim and not slow and not heavy"
 
 test: $(STAMP) tools
 	CAPRA_REQUIRE_SIMULATORS=1 $(PYTEST) -m "not slow"

@@ -1,9 +1,10 @@
 """Shared pytest setup: the test tiers, simulator availability, one BLAS thread.
 
 Tiers (the Makefile's targets select them by marker):
-    make test-fast   -m "not sim and not slow"   no simulator is built or run (under a minute)
-    make test        -m "not slow"               and every RTL replay and cocotb bench (minutes)
-    make test-full   everything                  and the slow ones: long runs, every configuration
+    make test-fast   -m "not sim and not slow and not heavy"   no simulator, no program started, no
+                                                               whole-model run (under a minute)
+    make test        -m "not slow"          and the heavy ones, every RTL replay and cocotb bench (minutes)
+    make test-full   everything             and the slow ones: long runs, every configuration
 
 A test that runs a simulator is marked ``needs_icarus`` / ``needs_verilator`` (and so ``sim``); it
 is skipped when the simulator is not installed, unless CAPRA_REQUIRE_SIMULATORS=1 (``make test``
@@ -49,6 +50,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_tool(name): the test runs an external tool (a simulator)")
     config.addinivalue_line("markers", "sim: the test builds or runs a simulator (not in make test-fast)")
     config.addinivalue_line("markers", "slow: the test takes long; only make test-full runs it")
+    config.addinivalue_line("markers", "heavy: the test starts programs (a Python per script, Yosys, a browser) "
+                                       "or runs a whole model for seconds: make test runs it, make test-fast not")
 
 
 def pytest_collection_modifyitems(config, items):

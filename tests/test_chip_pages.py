@@ -54,6 +54,7 @@ def _fill(chip: MixedChip, context: int, seed: int) -> None:
         chip.position += 1
 
 
+@pytest.mark.heavy
 def test_paged_decode_gives_the_contiguous_tokens_at_every_position(chips):
     """A 230-token passkey prompt decoded step by step with the paged K/V (every attention gathered,
     in 128-key tiles) gives, at every position, the greedy token of the contiguous cache (its

@@ -513,6 +513,7 @@ BOOK_SCRIPTS = {"ch15_run": "sim", "ch15_example_a": "example-a", "ch15_example_
 BOOK_MISTAKES = [(script, MISTAKES[command][0]) for script, command in BOOK_SCRIPTS.items()]
 
 
+@pytest.mark.heavy
 def test_every_script_runs_from_a_python_without_the_project():
     """The README promises that `python tools/<script>.py` works with whatever Python is on the
     PATH: a script must restart under .venv/bin/python before it imports the project. `-S` leaves
@@ -537,6 +538,7 @@ def test_every_script_runs_from_a_python_without_the_project():
     settle(failures)
 
 
+@pytest.mark.heavy
 def test_a_bad_configuration_in_the_environment_is_one_line_and_exit_2():
     """GA2_CONFIG is read when capra is first imported, before a command's own error handling runs:
     a bad one must still end every script with one line naming it, not with a traceback. A script
@@ -561,6 +563,7 @@ GA2_EXT_USERS = [("ch12_run", ()), ("ch12_accuracy", ()), ("decode_report", ()),
                  ("visibility", ()), ("dse", ("--no-area",)), ("mut_ch15", ("-k", "gather starts"))]
 
 
+@pytest.mark.heavy
 def test_a_bad_GA2_EXT_is_one_line_naming_it():
     """GA2_EXT is read with the configuration, when the project is imported: a bad one (not a
     number, no memory, more than the largest memory) is one line naming it and its value. Each
@@ -770,6 +773,7 @@ def test_passkey_exits_1_below_its_target(capsys, monkeypatch):
     assert got.code == 1 and "verdict: BELOW TARGET" in got.out and "VERDICT: FAIL" in got.out, got.out
 
 
+@pytest.mark.heavy
 def test_passkey_on_the_chip_path(capsys, monkeypatch):
     """The chip path's table: the prefill named as vectorised, a row per model and cell, the digits
     agreeing with the float model's, and the verdict held to the target (exit 1 when unreachable)."""
@@ -799,6 +803,7 @@ def test_kv_bench_reports_a_cached_decode_that_differs(monkeypatch, capsys):
         "prompt of 64 tokens: the cached decode's tokens differ from the uncached one's"]
 
 
+@pytest.mark.heavy
 def test_the_eight_self_check_answers_agree_with_the_chapters_arithmetic(capsys):
     got = call(capsys, "selfcheck")
     assert got.code == 0, got.out
@@ -943,6 +948,7 @@ def test_figures_15_4_to_15_7_are_labelled_with_the_sources_of_example_bs_file(t
     assert "did not keep its sources" in figures.example_b_footer(EXAMPLE_B, path)
 
 
+@pytest.mark.heavy
 def test_example_b_records_what_made_it(capsys, sandbox):
     """out/ch15_example_b.json (and example A's) hold the provenance of every result file."""
     for command, name in (("example-a", "ch15_example_a.json"), ("example-b", "ch15_example_b.json")):
@@ -1103,6 +1109,7 @@ def test_an_interrupted_verilator_build_leaves_no_process_and_no_half_build(tmp_
 # ---- make test: a missing simulator fails, a plain pytest skips ---------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("required, outcome", [("1", "1 failed"), ("", "1 skipped")])
 def test_a_missing_simulator_fails_under_make_test_and_skips_otherwise(tmp_path, required, outcome):
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path)
@@ -1138,6 +1145,7 @@ def test_a_command_that_runs_no_configured_chip_refuses_a_configuration(capsys, 
     assert OTHER_CHIP.label() in lines[0] and says in lines[0] and lines[0].endswith("unset them"), lines[0]
 
 
+@pytest.mark.heavy
 def test_a_command_that_runs_the_configured_chip_names_it_first(capsys):
     """`capra report` on another chip: its output starts with that chip (the default chip is not
     named, so the book's printed output stays as it is); a refused argument prints nothing."""

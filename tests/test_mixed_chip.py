@@ -77,6 +77,7 @@ def test_decode_step_machine_equals_integer_semantics(setup):
     assert len(tr.runs) == 20 and all(c > 0 for c in tr.cycles)
 
 
+@pytest.mark.heavy
 def test_per_layer_error_and_top1(setup):
     """Teacher-forced on a prompt disjoint from calibration: small residual error in layer 0, and
     wherever the float model's top-1 is decisive the chip's is the same."""
@@ -89,6 +90,7 @@ def test_per_layer_error_and_top1(setup):
     assert len(decisive) >= 10 and all(decisive)
 
 
+@pytest.mark.heavy
 def test_passkey_greedy_on_machine_model(setup):
     """The chip's greedy answer on the machine model is the float model's, and it is the passkey."""
     model, _chip_model, chip = setup

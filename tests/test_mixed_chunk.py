@@ -132,6 +132,7 @@ def _same_as(chip, res, traces) -> None:
             pos += 1
 
 
+@pytest.mark.heavy
 def test_chunked_prefill_equals_the_vectorised_prefill(small):
     """60 tokens of a passkey prompt: the first 5 decoded step by step (a cached prefix), the rest in
     chunks of 8 (the last of 7). Every path runs: windowed one-shot with the window full, global

@@ -64,6 +64,7 @@ def test_run_rows_is_the_programs_integer_semantics():
                 np.testing.assert_array_equal(got[name][b], np.asarray(run(P, f)[name][0]))
 
 
+@pytest.mark.heavy
 def test_small_window_and_tile_equal_token_by_token():
     """A window of 16, one-shot attention up to 24 rows and tiles of 16 keys: at 70 tokens every
     path runs (windowed one-shot, global one-shot, tiled over five tiles with a cut last one), on a

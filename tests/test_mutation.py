@@ -96,6 +96,7 @@ def test_the_edit_lands_in_the_copy_and_the_check_runs_there():
     assert not seen["root"].exists(), "the temporary copy must be removed"
 
 
+@pytest.mark.heavy
 def test_the_unbroken_copy_passes_the_chapter_checks():
     result = M.run_unbroken(["paged"])
     assert result.status == M.SURVIVED, f"the unbroken code fails check_all:\n{result.detail}"
@@ -136,11 +137,20 @@ def test_a_check_runs_the_copys_code_not_the_installed_one(tmp_path):
     assert passed, detail
 
 
+def test_a_tier_names_every_test_file_once_the_model_tests_first():
+    """A mutant run names the tier's files so that those catching most mutants run first; a file
+    left out would be a test the tier no longer runs."""
+    paths = M.tier_paths()
+    every = sorted(str(p.relative_to(M.ROOT)) for p in (M.ROOT / "tests").glob("test_*.py"))
+    assert sorted(paths) == every and len(set(paths)) == len(paths)
+    assert paths[:len(M.MODEL_TESTS)] == M.MODEL_TESTS
+
+
 def test_a_tier_replaces_every_check_with_the_whole_tier():
     plain = BOOK[0]
     seen = []
     M.run_mutant(plain, runner=lambda root, cmds, *timeout: seen.append(cmds) or (False, ""), tier="fast")
-    assert seen == [M.tier_commands("fast")] and M.TIERS["fast"] == "not sim and not slow"
+    assert seen == [M.tier_commands("fast")] and M.TIERS["fast"] == "not sim and not slow and not heavy"
     assert M.LIST_TEST.split("::")[1] in globals(), "the deselected test of the list is this file's"
 
 
@@ -161,7 +171,7 @@ def test_a_tiers_parts_hold_exactly_its_tests():
     alone). make test's tier; the others are written the same way."""
     tier = "test"
     whole = collected(*(["-m", M.TIERS[tier]] if M.TIERS[tier] else []))
-    parts = [collected("-m", part) for part in M.TIER_PARTS[tier]]
+    parts = [collected("-m", part, *M.tier_paths()) for part in M.TIER_PARTS[tier]]  # as a mutant run names them
     assert sum(len(p) for p in parts) == len(whole) and set().union(*parts) == whole
     assert len(whole) > 500, "the collection found the suite"
 
@@ -176,6 +186,7 @@ def test_a_mutant_that_no_longer_applies_prints_how_to_reanchor_it(monkeypatch):
     assert lines[-1] == M.REANCHOR and "tools/mut_ch15.py" in M.REANCHOR
 
 
+@pytest.mark.heavy
 def test_every_python_mutant_still_parses():
     """A mutant that breaks the syntax is 'caught' by any import and says nothing of the checks."""
     import ast

@@ -44,6 +44,7 @@ def suite():
     return _suite(isa.EXT_LATENCY)
 
 
+@pytest.mark.heavy
 def test_random_programs_are_varied(suite):
     cycles = [r.counters[0] for r in suite]
     overlapped = sum(1 for r in suite if r.counters[1] and (r.counters[2] or r.counters[3]))
@@ -253,6 +254,7 @@ def test_random_programs_store_what_they_compute(suite):
         assert any(computed), f"suite program {i} computes only zeros"
 
 
+@pytest.mark.heavy
 def test_a_replay_sees_at_least_95_percent_of_corrupted_computed_words(suite):
     """Corrupt, one at a time, each word a compute instruction writes in the random suite (in the
     machine model): at least 95% of them must change what the replay compares."""

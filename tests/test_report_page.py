@@ -98,6 +98,7 @@ def test_make_report_prints_its_roofline_and_writes_the_page_with_it(tmp_path, m
         assert html.escape(line) in text, line
 
 
+@pytest.mark.heavy
 def test_the_verdict_docs_report_md_shows_is_make_reports(tmp_path, monkeypatch, capsys):
     """The page's `make report` ends with the line the command prints (its worst efficiency and
     its cost of one more token are the machine model's, so a change of cycles shows here)."""
@@ -121,6 +122,7 @@ def browser_checks(page: Path) -> tuple[str, list[dict]]:
     return html.unescape(line.group(1)), [json.loads(x) for x in html.unescape(checks.group(1)).splitlines() if x]
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
 def test_in_a_browser_every_figure_loads_and_carries_its_footer(tmp_path):
     now = runs.provenance()

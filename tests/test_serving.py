@@ -154,11 +154,19 @@ def _fits_after_shrinking(progs, contexts, which, fraction) -> None:
     assert shrunk[i] < contexts[i] and progs.fits(shrunk) is None
 
 
-# Each example compiles one or two batch programs (a batch of eight, about a second): make test draws
-# 30 of them, make test-full 300.
-@settings(max_examples=30)
+# Each example compiles one or two batch programs (a batch of eight, about a second): make test-fast
+# draws 6 of them, make test 30 more, make test-full 300.
+@settings(max_examples=6)
 @given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
 def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, contexts, which, fraction):
+    _fits_after_shrinking(structured[1], contexts, which, fraction)
+
+
+@pytest.mark.heavy
+@settings(max_examples=30)
+@given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
+def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks_over_more_examples(structured, contexts, which,
+                                                                                   fraction):
     _fits_after_shrinking(structured[1], contexts, which, fraction)
 
 
@@ -209,9 +217,18 @@ requests_strategy = st.lists(
     min_size=1, max_size=10)
 
 
-@settings(max_examples=15)  # make test; make test-full runs the 300 below
+# About a second an example (each compiles the batch programs its steps need): make test-fast draws
+# 4, make test 15 more, make test-full the 300 below.
+@settings(max_examples=4)
 @given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))  # from 3: some are refused
 def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_max, pages):
+    check_served_exactly_as_alone(random_model, specs, b_max, pages)
+
+
+@pytest.mark.heavy
+@settings(max_examples=15)
+@given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))
+def test_scheduler_serves_every_request_exactly_as_alone_over_more_examples(random_model, specs, b_max, pages):
     check_served_exactly_as_alone(random_model, specs, b_max, pages)
 
 
@@ -316,6 +333,7 @@ def test_a_batch_reads_the_weights_once(structured, contexts):
     assert len(contexts) == 1 or cycles < alone
 
 
+@pytest.mark.heavy
 def test_batching_the_same_requests_takes_fewer_cycles(structured):
     m, progs = structured
     reqs = [S.Request(i, (i % T.V,), 6 + i % 5, None, 0) for i in range(8)]
@@ -327,6 +345,7 @@ def test_batching_the_same_requests_takes_fewer_cycles(structured):
     assert cycles[4] < cycles[1]
 
 
+@pytest.mark.heavy
 def test_structured_model_follows_its_rule_in_any_batch(structured):
     m, progs = structured
     reqs = [S.Request(i, (i % T.V, (3 * i) % T.V), 3 + i % 7, WINDOWS[i % 3], 50 * i) for i in range(12)]
@@ -572,6 +591,7 @@ def test_random_batch_programs_match_the_model_in_both_simulators():
     assert all(v.counters == [r.counters for r in records] for v in verdicts)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("last", [81_000, 120_000, 165_000, 240_000])
 def test_the_serving_figures_tick_labels_do_not_run_together(tmp_path, monkeypatch, last):
     """out/serve_run.png's pages-over-time axis spans six-digit cycle counts: every tick label of

@@ -10,6 +10,8 @@ import pytest
 from capra_cli import synth
 from capra_cli.common import tool_path
 
+pytestmark = pytest.mark.heavy  # Yosys and nextpnr start for every test: make test, not make test-fast
+
 DATA = Path(__file__).resolve().parent / "data" / "synth"
 # The synth extra's YoWASP tools (make installs them), else the yosys and nextpnr-ice40 on PATH.
 TOOLS = next((t for t in (synth.PYPI_TOOLS, synth.SYSTEM_TOOLS) if tool_path(t.yosys)), synth.PYPI_TOOLS)

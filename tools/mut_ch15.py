@@ -5,7 +5,7 @@ in a temporary copy of the code (never in your files) and judged by paged_tests.
     python tools/mut_ch15.py             the book's eighteen (BOOK in this file) and yours (ADDED)
     python tools/mut_ch15.py --all       ... and the compiler, machine-model and RTL mutants
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
-    python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
+    python tools/mut_ch15.py -k WORD     only the mutants whose area, description or file contains WORD
     python tools/mut_ch15.py --all --scheduler tcp://HOST:8786    ... on an existing Dask cluster
                                          (default: a local one of --workers 2; docs/design_space.md)
 

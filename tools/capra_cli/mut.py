@@ -4,7 +4,7 @@ and whether the checks notice.
     python tools/mut_ch15.py             the book's eighteen and yours (tools/mut_ch15.py)
     python tools/mut_ch15.py --all       ... and the compiler, machine-model and RTL mutants
     python tools/mut_ch15.py --list      print the mutants (file, old text, new text); run nothing
-    python tools/mut_ch15.py -k WORD     only the mutants whose area or description contains WORD
+    python tools/mut_ch15.py -k WORD     only the mutants whose area, description or file contains WORD
     capra mut --all --tier test          judge every mutant by a whole test tier instead of its check
     capra mut --all --scheduler ADDRESS  the mutants on an existing Dask cluster (default: a local
                                          one of --workers 2, the machine's cores; executor.py)
@@ -92,7 +92,7 @@ def answers() -> int:
 def arguments(ap: Parser) -> None:
     ap.add_argument("--all", action="store_true", help="add the compiler, machine-model and RTL mutants")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit (runs nothing)")
-    ap.add_argument("-k", dest="word", help="only mutants whose area or description contains WORD")
+    ap.add_argument("-k", dest="word", help="only mutants whose area, description or file contains WORD")
     executor.arguments(ap, "mutants", each="; a mutant's check takes a core")
     ap.add_argument("-v", "--verbose", action="store_true", help="print what each check reported")
     ap.add_argument("--answers", action="store_true",
@@ -115,9 +115,9 @@ def main(args) -> int:
     if args.word is not None:
         if not args.word.strip():
             raise BadArgument("-k", "an empty WORD would select every mutant; leave -k out for that")
-        mutants = [m for m in mutants if args.word.lower() in f"{m.area}: {m.what}".lower()]
+        mutants = [m for m in mutants if args.word.lower() in f"{m.area}: {m.what} {m.file}".lower()]
         if not mutants:
-            raise BadArgument("-k", f"no mutant's area or description contains {args.word!r} (see --list)")
+            raise BadArgument("-k", f"no mutant's area, description or file contains {args.word!r} (see --list)")
     if args.list:
         for m in mutants:
             print(f"{m.area}: {m.what}\n    {m.file}: {m.old!r} -> {m.new!r}  [check: {m.check}]")

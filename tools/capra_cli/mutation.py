@@ -232,7 +232,7 @@ CHECKS: dict[str, list[list[str]]] = {
 # The test tiers (tests/conftest.py, the Makefile): what `make test-fast`, `make test` and
 # `make test-full` run, here stopping at the first failure (-x).
 TIERS: dict[str, str] = {
-    "fast": "not sim and not slow",
+    "fast": "not sim and not slow and not heavy",
     "test": "not slow",
     "full": "",
 }
@@ -241,7 +241,7 @@ TIERS: dict[str, str] = {
 # any test of the tier fails), but a mutant of the Python code is caught without waiting for the
 # replays and cocotb benches.
 TIER_PARTS: dict[str, tuple[str, ...]] = {
-    "fast": ("not sim and not slow",),
+    "fast": ("not sim and not slow and not heavy",),
     "test": ("not sim and not slow", "sim and not slow"),
     "full": ("not sim", "sim"),
 }
@@ -252,9 +252,21 @@ TIER_PARTS: dict[str, tuple[str, ...]] = {
 LIST_TEST = "tests/test_mutation.py::test_every_listed_mutant_applies_exactly_once_to_the_current_code"
 
 
+# The files a tier runs first: those that test the compiler, the machine model and the page table
+# directly catch most mutants within seconds, and a run stops at its first failure. The order decides
+# only how soon a caught mutant is known, never whether it is caught: every test file is named.
+FIRST = MODEL_TESTS + ["tests/test_paged.py", "tests/test_chip_pages.py", "tests/test_serving.py"]
+
+
+def tier_paths(root: Path = ROOT) -> list[str]:
+    """Every test file of the suite, those of FIRST first (pytest keeps the order it is given)."""
+    every = sorted(str(path.relative_to(root)) for path in (root / "tests").glob("test_*.py"))
+    return [name for name in FIRST if name in every] + [name for name in every if name not in FIRST]
+
+
 def tier_commands(tier: str) -> list[list[str]]:
     """The tier's pytest runs, one per part of TIER_PARTS, each stopping at its first failure."""
-    return [PYTEST + ["-m", part, "--deselect", LIST_TEST] for part in TIER_PARTS[tier]]
+    return [PYTEST + ["-m", part, "--deselect", LIST_TEST] + tier_paths() for part in TIER_PARTS[tier]]
 
 
 def block_check(block: str) -> list[str]:
