@@ -208,6 +208,12 @@ def another_chip(*argv: str) -> Mistake:
     return Mistake(argv, ("GA2_CONFIG", "L8 S4096 Q4", "own chip"), cfg=config.Config(ext_latency=8))
 
 
+def memory_of_its_own(*argv: str) -> Mistake:
+    """An external memory's size asked for a command that gives each program a memory of the
+    program's own size: refused, naming the size asked for, rather than run on another."""
+    return Mistake(argv, ("GA2_CONFIG / GA2_EXT", "16384 words", "its own size"), cfg=config.Config(ext_memory=16384))
+
+
 def without(*tools: str, argv: tuple[str, ...] = ()) -> Mistake:
     """Simulators not installed: one line naming what to install, before any output or file (these
     used to print results, write images and fail a replay, exit 1, before saying so)."""
@@ -359,6 +365,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--contexts", "32769", says="--contexts"),
         bad("--contexts", "1024", "1024", says="--contexts"),
         bad("--seed", "-1", says="--seed"),
+        memory_of_its_own(),
     ],
     "chip-context": [
         another_chip(),
@@ -372,6 +379,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--contexts", "128", "128", says="--contexts"),
         bad("--logit-scale", "nan", says="--logit-scale"),
         bad("--max-rel", "2", says="--max-rel"),
+        memory_of_its_own("--contexts", "128"),
     ],
     "gen": [bad("--chek", says="--chek")],
     "own-model": [

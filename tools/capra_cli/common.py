@@ -322,6 +322,17 @@ def no_chip(why: str) -> None:
         raise ToolError(f"GA2_CONFIG / GA2_EXT ask for {config.active().label()}, but {why}: unset them")
 
 
+def memory_per_program(what: str) -> None:
+    """ToolError (one line, exit 2) when GA2_CONFIG or GA2_EXT set the external memory's size for a
+    command that gives every program an external memory of the program's own size (its K and V run
+    to hundreds of thousands of words): the size asked for could not be honoured, so it is refused.
+    The chip's other settings (array, scratchpad, latency, port) are honoured as given."""
+    asked = config.active().ext_memory
+    if asked != config.DEFAULT.ext_memory:
+        raise ToolError(f"GA2_CONFIG / GA2_EXT ask for an external memory of {asked} words, but {what} gives "
+                        f"each program a memory of its own size, which they do not change: unset the memory's size")
+
+
 class _FirstLine:
     """Standard output that writes `line` before the first thing written to it (and nothing when
     nothing is written: a refusal prints only its one line on stderr)."""

@@ -28,7 +28,9 @@ instruction memory holds runs as several programs that hand the running state on
 
 The two outputs must be equal word for word (and equal to ``capra.tiled_attention``'s own program
 at the same tile where that fits the instruction memory); that is the check. Exit status 0 when
-every context's outputs agree, 1 when one does not, 2 for a bad argument.
+every context's outputs agree, 1 when one does not, 2 for a bad argument. Each program runs with
+an external memory of its own size (the pool and the copies), so a memory size asked for in
+GA2_CONFIG or GA2_EXT is refused; the chip's other settings hold.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from capra import tiled_attention as ta
 from replay import runs
 from serving.page_groups import PageGroups
 
-from .common import Parser, Progress, distinct, finish, int_range
+from .common import Parser, Progress, distinct, finish, int_range, memory_per_program
 
 CONTEXTS = (1024, 2048, 4096, 8192, 16384)
 MAX_CONTEXT = 32768
@@ -113,6 +115,7 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    memory_per_program("paged-attention")
     distinct("--contexts", args.contexts)
     contexts = sorted(args.contexts)
     last = contexts[-1]

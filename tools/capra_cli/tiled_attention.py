@@ -9,6 +9,8 @@ streams K and V from external memory in tiles with the online-softmax modes of S
 relative error against the float softmax attention of the same int8 values, the cycles, and the
 word bound of the K/V stream (the cycles the external port needs to bring every K and V word
 once). A program longer than the instruction memory is reported as not run, not as a pass.
+Each program runs with an external memory of its own size (K and V alone take 2 T D / 4 words),
+so a memory size asked for in GA2_CONFIG or GA2_EXT is refused; the chip's other settings hold.
 
 Exit status 0 when every case that ran is within --max-rel, 1 when one is not or none ran, 2 for a
 bad argument.
@@ -22,7 +24,7 @@ import numpy as np
 from capra import isa
 from capra import tiled_attention as ta
 
-from .common import Parser, distinct, finish, in_range, int_range
+from .common import Parser, distinct, finish, in_range, int_range, memory_per_program
 
 CONTEXTS = (128, 1024, 4096, 16384)
 MAX_CONTEXT = 65536
@@ -55,6 +57,7 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    memory_per_program("tiled-attention")
     distinct("--contexts", args.contexts)
     smul = int(round(2**14 * args.logit_scale))
     print(f"{'T':>6} {'case':>6} {'tile':>5} {'rel err':>8} {'max err':>8} {'cycles':>9} {'word bound':>10} "
