@@ -114,6 +114,12 @@ def test_an_interrupted_run_resumes_and_the_state_is_written_whole(fake, capsys)
     assert code == 1, "a run that checked nothing must not exit 0"
     assert bench.runs == runs_before + 2 and last.startswith("soak: 6 programs, 0 mismatches"), out
     assert "this run checked none: every one was checked by an earlier run" in last, last
+    # each run that added batches is recorded with what it ran on; the one that added none is not
+    state = json.loads(soak.state_path(0, 2).read_text())
+    prov = runs.provenance()
+    assert [r["batches"] for r in state["runs"]] == [2, 1]
+    assert all((r["commit"], r["simulators"], r["chip"]) == (prov["commit"], prov["simulators"], prov["chip"])
+               for r in state["runs"])
 
 
 def test_other_settings_or_another_chip_never_resume_an_earlier_state(fake, capsys):

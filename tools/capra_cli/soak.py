@@ -25,7 +25,8 @@ on the same schedule: the counters must still be exact.
 
 Progress is one line per batch. The run is resumable: out/soak/state-<key>.json (one per seed,
 batch size and configuration; written to a temporary file, then renamed) records the finished
-batches and the sources they checked; the same command again continues where it stopped, a
+batches, the sources they checked, and for each run that added batches its commit, simulators and
+chip; the same command again continues where it stopped, a
 larger -n extends a finished run, --fresh starts over, and a change to the RTL, the testbench or
 the machine model starts over by itself (the earlier batches checked other code).
 
@@ -271,8 +272,15 @@ def main(args) -> int:
             todo = []
     start = time.perf_counter()
     base_seconds = state["seconds"]
+    # What this run checked with: the state's `sources` keys it to the code, and each run that adds
+    # batches records the commit and the simulators it replayed them on.
+    prov = runs.provenance()
+    this_run = {"commit": prov["commit"], "simulators": prov["simulators"], "chip": prov["chip"], "batches": 0}
     executor.announce(len(todo), "batches", args.workers, args.scheduler)
     for b, outcome in _outcomes(todo, args.workers, args.scheduler):
+        if not this_run["batches"]:
+            state.setdefault("runs", []).append(this_run)
+        this_run["batches"] += 1
         for name, words in outcome.kept.items():
             image.write_words(words, SOAK_DIR / name)
         state["done"][str(b.index)] = {"programs": outcome.programs, "latency": b.latency,
