@@ -298,6 +298,9 @@ def test_paged_chip_compiles_one_program_per_context_of_the_window():
     # pages held after step L by the window rule alone: ceil(L / page) - floor(keep_from / page)
     rule = [-(-L // 2) - max(0, L + 1 - 5) // 2 for L in range(1, 13)]
     assert chip.peak == max(rule) == 3
+    # and at every step: a step starts with the pages the step before it kept (a page released one
+    # step late leaves the peak as it is, not the count)
+    assert [r["pages"] for r in records] == [0] + rule[:-1]
 
 
 def test_paged_chip_runs_out_of_pages_with_a_clear_error():
