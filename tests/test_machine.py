@@ -53,11 +53,13 @@ def test_matmul_both_layouts_against_numpy():
     code = (asm.load(0, 0, 1, len(ext)) + asm.wait()
             + asm.mm(0, a_w, 200, 3, 10, 6, brows=True)
             + asm.mm(0, a_w + b_w, 300, 3, 10, 6)
-            + asm.store(200, 500, 1, 18) + asm.store(300, 600, 1, 18) + asm.halt())
+            + asm.mm(0, a_w, 400, 3, 10, 6, brows=True, relu=True)
+            + asm.store(200, 500, 1, 18) + asm.store(300, 600, 1, 18) + asm.store(400, 700, 1, 18) + asm.halt())
     m = run_program(code, ext, 1024)
     want = (a @ b).reshape(-1)
     assert list(m.ext[500:518].view(np.int32)) == list(want)
     assert list(m.ext[600:618].view(np.int32)) == list(want)
+    assert (want < 0).any() and list(m.ext[700:718].view(np.int32)) == list(np.maximum(want, 0))  # RELU, int32
 
 
 def test_cycle_counts_follow_the_documented_formulas():
