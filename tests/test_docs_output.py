@@ -127,7 +127,7 @@ def _block_above(lines: list[str], marker: int, where: str) -> dict:
 
 def marked_blocks(page: Path) -> list[Marked]:
     """Every marked block of one page, in page order; MarkerError for a marker it cannot use."""
-    name = str(page.relative_to(ROOT))
+    name = str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else page.name
     lines = page.read_text().splitlines()
     found = []
     for index, text in enumerate(lines):
@@ -310,6 +310,36 @@ def test_the_comparison_finds_a_wrong_figure_and_names_its_line():
     assert first_difference(swapped, printed).startswith("p.md:4:")
     unmasked = Marked("p.md", 1, "cmd", shown=((3, "took 2 s"),))
     assert first_difference(unmasked, printed) is not None, "a time matched without its mask"
+
+
+def test_the_reader_takes_a_marker_its_options_and_the_block_above(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint(1)\n```\n\nprints\n\n"
+                    "<!-- output slow exit=1 vary=seconds,path: the block above -->\n\n```\n1\n...\n```\n"
+                    "<!-- output: capra sim -->\n```\ncapra sim\n  problems: none\n```\n")
+    above, sim = marked_blocks(page)
+    assert (above.tier, above.exit, above.vary, above.code, above.language) == ("slow", 1, ("seconds", "path"),
+                                                                                "print(1)\n", "python")
+    assert above.command == "the python block of page.md:1" and above.shown == ((10, "1"),)
+    assert (sim.tier, sim.exit, sim.stream, sim.shown) == ("heavy", 0, "stdout", ((16, "  problems: none"),))
+    assert resolve("GA2_CONFIG=n=8 .venv/bin/capra sim --stall 5") == (
+        {"GA2_CONFIG": "n=8"}, ["capra sim", "sim", "--stall", "5"])
+    assert resolve("python tools/ch15_run.py") == ({}, ["ch15_run.py", "sim"])
+
+
+@pytest.mark.parametrize("text,says", [
+    ("<!-- output:make sim -->\n```\nx\n```\n", "a marker is"),
+    ("<!-- output fast: make sim -->\n```\nx\n```\n", "unknown option 'fast'"),
+    ("<!-- output vary=cycles: make sim -->\n```\nx\n```\n", "unknown option 'vary=cycles'"),
+    ("<!-- output: make sim -->\ntext\n```\nx\n```\n", "no fenced block follows"),
+    ("<!-- output: make sim -->\n```\nx\n", "never closed"),
+    ("<!-- output: the block above -->\n```\nx\n```\n", "no fenced block is above"),
+])
+def test_a_marker_the_reader_cannot_use_is_an_error(tmp_path, text, says):
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    with pytest.raises(MarkerError, match=re.escape(says)):
+        marked_blocks(page)
 
 
 def test_a_mask_leaves_cycles_and_counters_alone():
