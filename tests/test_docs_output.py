@@ -362,6 +362,7 @@ def _by_command() -> list:
 @pytest.mark.parametrize("blocks", _by_command())
 def test_a_marked_block_is_what_its_command_prints(blocks, tmp_path):
     first = blocks[0]
+    assert all(b.shown for b in blocks), f"{first}: a block marked as `{first.command}`'s output shows nothing"
     proc = run_marked(first, tmp_path / "out", "slow" if any(b.tier == "slow" for b in blocks) else "heavy")
     assert proc.returncode == first.exit, (
         f"{first}: `{first.command}` exits {proc.returncode}, not {first.exit}:\n{proc.stderr[-2000:]}")
