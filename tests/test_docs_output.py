@@ -5,12 +5,13 @@ The marker is an HTML comment on the line before a fenced block (a blank line be
 invisible in the rendered page:
 
     <!-- output: python tools/own_model.py --dim 32 --hidden 64 --no-rtl -->
-    <!-- output slow: make sim -->
+    <!-- output slow sim: make sim -->
     <!-- output exit=2 stderr: python tools/own_model.py --dim 64 --hidden 128 -->
     <!-- output vary=seconds: python tools/kv_cache_benchmark.py -->
 
 The words between `output` and the colon are options: `slow` (the command takes over ~20 s: only
-make test-full runs it; otherwise it is `heavy`, run by make test and not make test-fast),
+make test-full runs it; otherwise it is `heavy`, run by make test and not make test-fast), `sim`
+(the command runs Icarus and Verilator: the test is marked so, tests/conftest.py),
 `exit=N` (the exit status the command must end with; 0 without it), `stderr` (the block shows
 what it prints on stderr rather than stdout), and `vary=NAME,...` (the masks below that apply to
 this block, and no others). After the colon comes the command as a reader types it:
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import needs_icarus, needs_verilator
 from replay import runs
 
 ROOT = runs.ROOT
@@ -81,6 +83,7 @@ class Marked:
     line: int  # the marker's line
     command: str
     tier: str = "heavy"
+    simulators: bool = False  # the command runs Icarus and Verilator
     exit: int = 0
     stream: str = "stdout"
     vary: tuple[str, ...] = ()
@@ -102,6 +105,8 @@ def _options(text: str, where: str) -> dict:
         key, _, value = word.partition("=")
         if key == "slow" and not value:
             found["tier"] = "slow"
+        elif key == "sim" and not value:
+            found["simulators"] = True
         elif key == "stderr" and not value:
             found["stream"] = "stderr"
         elif key == "exit" and value.isdigit():
@@ -109,7 +114,7 @@ def _options(text: str, where: str) -> dict:
         elif key == "vary" and value and set(value.split(",")) <= set(MASKS):
             found["vary"] = tuple(value.split(","))
         else:
-            raise MarkerError(f"{where}: unknown option {word!r} (slow, stderr, exit=N, vary={','.join(MASKS)})")
+            raise MarkerError(f"{where}: unknown option {word!r} (slow, sim, stderr, exit=N, vary={','.join(MASKS)})")
     return found
 
 
@@ -315,11 +320,11 @@ def test_the_comparison_finds_a_wrong_figure_and_names_its_line():
 def test_the_reader_takes_a_marker_its_options_and_the_block_above(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("```python\nprint(1)\n```\n\nprints\n\n"
-                    "<!-- output slow exit=1 vary=seconds,path: the block above -->\n\n```\n1\n...\n```\n"
+                    "<!-- output slow sim exit=1 vary=seconds,path: the block above -->\n\n```\n1\n...\n```\n"
                     "<!-- output: capra sim -->\n```\ncapra sim\n  problems: none\n```\n")
     above, sim = marked_blocks(page)
-    assert (above.tier, above.exit, above.vary, above.code, above.language) == ("slow", 1, ("seconds", "path"),
-                                                                                "print(1)\n", "python")
+    assert (above.tier, above.simulators, above.exit, above.vary) == ("slow", True, 1, ("seconds", "path"))
+    assert (above.code, above.language, sim.simulators) == ("print(1)\n", "python", False)
     assert above.command == "the python block of page.md:1" and above.shown == ((10, "1"),)
     assert (sim.tier, sim.exit, sim.stream, sim.shown) == ("heavy", 0, "stdout", ((16, "  problems: none"),))
     assert resolve("GA2_CONFIG=n=8 .venv/bin/capra sim --stall 5") == (
@@ -354,9 +359,13 @@ def _by_command() -> list:
     groups: dict[tuple[str, int], list[Marked]] = {}
     for block in MARKED:
         groups.setdefault((block.command, block.exit), []).append(block)
-    return [pytest.param(blocks, id=str(blocks[0]),
-                         marks=pytest.mark.slow if any(b.tier == "slow" for b in blocks) else pytest.mark.heavy)
-            for blocks in groups.values()]
+    params = []
+    for blocks in groups.values():
+        marks = [pytest.mark.slow if any(b.tier == "slow" for b in blocks) else pytest.mark.heavy]
+        if any(b.simulators for b in blocks):
+            marks += [needs_icarus, needs_verilator]
+        params.append(pytest.param(blocks, id=str(blocks[0]), marks=marks))
+    return params
 
 
 @pytest.mark.parametrize("blocks", _by_command())
@@ -366,6 +375,9 @@ def test_a_marked_block_is_what_its_command_prints(blocks, tmp_path):
     proc = run_marked(first, tmp_path / "out", "slow" if any(b.tier == "slow" for b in blocks) else "heavy")
     assert proc.returncode == first.exit, (
         f"{first}: `{first.command}` exits {proc.returncode}, not {first.exit}:\n{proc.stderr[-2000:]}")
+    replayed = re.search(r"^\s*(Icarus|Verilator)\b.*\bPASS\b", proc.stdout, re.M)
+    assert not replayed or any(b.simulators for b in blocks), (
+        f"{first}: `{first.command}` replays on a simulator; its marker is to say `sim`")
     differences = [first_difference(b, (proc.stdout if b.stream == "stdout" else proc.stderr).splitlines())
                    for b in blocks]
     differences = [d for d in differences if d is not None]
