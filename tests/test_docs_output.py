@@ -7,17 +7,20 @@ invisible in the rendered page:
     <!-- output: python tools/own_model.py --dim 32 --hidden 64 --no-rtl -->
     <!-- output slow sim: make sim -->
     <!-- output exit=2 stderr: python tools/own_model.py --dim 64 --hidden 128 -->
-    <!-- output vary=seconds: python tools/kv_cache_benchmark.py -->
+    <!-- output slow vary=seconds: .venv/bin/capra mixed-chip --no-rtl -->
 
 The words between `output` and the colon are options: `slow` (the command takes over ~20 s: only
 make test-full runs it; otherwise it is `heavy`, run by make test and not make test-fast), `sim`
-(the command runs Icarus and Verilator: the test is marked so, tests/conftest.py),
-`exit=N` (the exit status the command must end with; 0 without it), `stderr` (the block shows
-what it prints on stderr rather than stdout), and `vary=NAME,...` (the masks below that apply to
-this block, and no others). After the colon comes the command as a reader types it:
-`python tools/<script>.py ...`, `.venv/bin/capra <command> ...` (or `capra`, or `.venv/bin/python
--m capra_cli`), or `make <target> [VAR=value]` (the one tool line `make -n` gives), optionally
-after `VAR=value` environment assignments such as GA2_CONFIG.
+(the command runs Icarus and Verilator: the test is marked so, tests/conftest.py; a command that
+prints a replay's PASS line needs it), `exit=N` (the exit status the command must end with; 0
+without it), `stderr` (the block shows what it prints on stderr rather than stdout), and
+`vary=NAME,...` (the masks below that apply to this block, and no others). After the colon comes the
+command as a reader types it: `python tools/<script>.py ...`, `.venv/bin/capra <command> ...` (or
+`capra`, or `.venv/bin/python -m capra_cli`), `make <target> [VAR=value]` (the one tool line `make
+-n` gives), optionally after `VAR=value` environment assignments such as GA2_CONFIG; or
+`.venv/bin/python -c "..."`, run as it is; or `the block above`: the fenced Python block just above
+the marker, run as a file in a temporary folder, or the shell block there, run by bash in the
+checkout (a page that shows a snippet, then what it prints).
 
 The block is an excerpt: every line it shows appears among the lines the command prints, in the
 same order (a subsequence; lines the block leaves out are allowed anywhere, and a line `...`
@@ -25,7 +28,7 @@ only tells the reader so). Lines are compared whole, trailing spaces aside. A fi
 the marker's command is the command the page shows above its output, not output. Cycles,
 counters and every other number are compared exactly; a mask replaces, in the shown and the
 printed line alike, only what legitimately varies between runs (MASKS: wall-clock times, the
-checkout's absolute paths, commit hashes, dates), and only in the blocks that name it.
+folders of a path, commit hashes, dates), and only in the blocks that name it.
 
 How the command runs: in a fresh Python (the page's command, its script mapped to the command it
 runs through tools/bootstrap.py), with every path the command modules keep under out/ pointed into
