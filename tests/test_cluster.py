@@ -180,6 +180,28 @@ def test_a_worker_of_other_sources_refuses_its_job(monkeypatch):
     assert executor._on_these_sources(executor.sources_hash(), len, [1, 2]) == 2
 
 
+@pytest.mark.parametrize("changed_here, says", [(True, "changed while the run went on"),
+                                                 (False, "install this checkout's sources on every worker")])
+def test_a_checkout_edited_during_a_run_is_told_apart_from_a_worker_of_other_code(monkeypatch, changed_here, says):
+    """A job refused for its sources stops the run with one line; when the submitter's own checkout
+    no longer has the sources it started with (a file edited mid-run), the line says that."""
+    import concurrent.futures as cf
+    from contextlib import contextmanager
+
+    from capra_cli.common import ToolError
+
+    @contextmanager
+    def threads(workers, scheduler):
+        with cf.ThreadPoolExecutor(1) as pool:
+            yield pool
+
+    seen = iter(["a" * 16, "b" * 16, "b" * 16 if changed_here else "a" * 16])  # start, the worker, the check after
+    monkeypatch.setattr(executor, "executor", threads)
+    monkeypatch.setattr(executor, "sources_hash", lambda: next(seen))
+    with pytest.raises(ToolError, match=says):
+        list(executor.run(len, [[1]], workers=2))
+
+
 def test_results_in_order_come_in_the_jobs_order_whatever_finishes_first(monkeypatch):
     def backwards(fn, jobs, **options):
         for job in reversed(jobs):

@@ -252,6 +252,10 @@ def run(fn: Callable[[Job], object], jobs: Sequence[Job], *, workers: int = DEFA
             for future in cf.as_completed(futures):
                 error = cf.CancelledError() if future.cancelled() else future.exception()
                 if isinstance(error, OtherSources):
+                    if sources_hash() != expected:  # this checkout itself changed since the run started
+                        raise ToolError("the sources of this checkout changed while the run went on (a file of "
+                                        "rtl/, tb/, model/, tools/, tests/ or docs/ was edited, committed or checked "
+                                        "out): the workers would run other code; run the command again") from None
                     raise ToolError(str(error))
                 if error is not None and _infrastructure(error):
                     raise _lost(error, scheduler)
