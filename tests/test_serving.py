@@ -155,7 +155,7 @@ def _fits_after_shrinking(progs, contexts, which, fraction) -> None:
 
 
 # Each example compiles one or two batch programs (a batch of eight, about a second): make test-fast
-# draws 6 of them, make test 30 more, make test-full 300.
+# draws 6 of them, make test 24 more (30 in all), make test-full 300.
 @settings(max_examples=6)
 @given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
 def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, contexts, which, fraction):
@@ -163,7 +163,7 @@ def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks(structured, cont
 
 
 @pytest.mark.heavy
-@settings(max_examples=30)
+@settings(max_examples=24)
 @given(contexts=batch_near_its_limit(), which=st.integers(0, 7), fraction=st.floats(0, 0.99))
 def test_a_batch_that_fits_keeps_fitting_when_a_context_shrinks_over_more_examples(structured, contexts, which,
                                                                                    fraction):
@@ -218,7 +218,7 @@ requests_strategy = st.lists(
 
 
 # About a second an example (each compiles the batch programs its steps need): make test-fast draws
-# 4, make test 15 more, make test-full the 300 below.
+# 4, make test 11 more (15 in all), make test-full the 300 below.
 @settings(max_examples=4)
 @given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))  # from 3: some are refused
 def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_max, pages):
@@ -226,7 +226,7 @@ def test_scheduler_serves_every_request_exactly_as_alone(random_model, specs, b_
 
 
 @pytest.mark.heavy
-@settings(max_examples=15)
+@settings(max_examples=11)
 @given(specs=requests_strategy, b_max=st.integers(1, 6), pages=st.integers(3, 40))
 def test_scheduler_serves_every_request_exactly_as_alone_over_more_examples(random_model, specs, b_max, pages):
     check_served_exactly_as_alone(random_model, specs, b_max, pages)
