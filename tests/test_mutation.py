@@ -128,6 +128,25 @@ def test_a_survivor_is_equivalent_only_when_its_mutant_says_why():
     assert not M.accounted_for(M.Result(plain, M.NO_LONGER_APPLIES))
 
 
+def test_an_rtl_mutant_builds_its_simulators_in_its_copy_and_a_python_one_shares_the_cache(tmp_path, monkeypatch):
+    """A mutated RTL's builds serve no later run: they are made in the copy (removed with it), with
+    Verilator's runtime objects linked from the shared cache; a copy of this RTL uses the shared cache."""
+    from replay.simulators import CACHE_ENV
+
+    shared = tmp_path / "shared"
+    (shared / "verilator-runtime-0123").mkdir(parents=True)
+    monkeypatch.setenv(CACHE_ENV, str(shared))
+    python_copy = M.copy_repo(tmp_path / "python")
+    M.apply(python_copy, next(m for m in mutants.EXTENDED if m.file.startswith("model/")))
+    assert M._environment(python_copy)[CACHE_ENV] == str(shared)
+    rtl_copy = M.copy_repo(tmp_path / "rtl")
+    M.apply(rtl_copy, next(m for m in mutants.EXTENDED if m.file.startswith("rtl/")))
+    own = Path(M._environment(rtl_copy)[CACHE_ENV])
+    assert own == rtl_copy / "out" / "sim"
+    assert (own / "verilator-runtime-0123").resolve() == (shared / "verilator-runtime-0123").resolve()
+    assert sorted(p.name for p in shared.iterdir()) == ["verilator-runtime-0123"]  # nothing added there
+
+
 def test_a_check_runs_the_copys_code_not_the_installed_one(tmp_path):
     """The project is installed from the working tree; a mutant's check must import the copy."""
     M.copy_repo(tmp_path)

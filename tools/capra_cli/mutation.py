@@ -274,16 +274,50 @@ def block_check(block: str) -> list[str]:
     return PYTEST + ["tests/test_blocks.py", "-k", block]
 
 
+# The sources a simulator build is made from: a copy that changes one of them builds simulators that
+# no later run can use.
+SIMULATED = ("rtl", "tb")
+
+
+def _files(root: Path, folder: str) -> dict[Path, bytes]:
+    return {path.relative_to(root): path.read_bytes() for path in sorted((root / folder).rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+
+
+def simulators_changed(root: Path) -> bool:
+    """Whether the copy at root holds other RTL or testbench sources than this checkout."""
+    return any(_files(root, folder) != _files(ROOT, folder) for folder in SIMULATED)
+
+
+def simulator_cache(root: Path) -> Path:
+    """Where the check in the copy at root keeps its simulator builds. The shared cache when the
+    copy simulates this checkout's RTL (a mutant of the Python code): its builds are this checkout's
+    own. A cache in the copy when the mutant changes the RTL or the testbench: those builds serve no
+    later run (a build is keyed by its sources), so they go with the copy instead of piling up in
+    out/sim, a few megabytes a mutant. Verilator's runtime objects do not depend on the design: the
+    copy's cache links the shared ones."""
+    shared = cache_dir()
+    if not simulators_changed(root):
+        return shared
+    own = root / "out" / "sim"
+    own.mkdir(parents=True, exist_ok=True)
+    for runtime in shared.glob("verilator-runtime-*"):
+        link = own / runtime.name
+        if runtime.is_dir() and not link.exists():
+            link.symlink_to(runtime.resolve(), target_is_directory=True)
+    return own
+
+
 def _environment(root: Path) -> dict[str, str]:
-    """The check's environment: the copy's code first on the path, the shared simulator builds and
-    program store (both keyed by their sources: a mutant of the compiler compiles again, one of the
-    RTL builds again), and every simulator required (a missing one fails a check rather than
-    skipping what would catch)."""
+    """The check's environment: the copy's code first on the path, the simulator builds
+    (``simulator_cache``) and the shared program store (keyed by its sources: a mutant of the
+    compiler compiles again), and every simulator required (a missing one fails a check rather
+    than skipping what would catch)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(root / d) for d in ("model", "tools"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["CAPRA_REQUIRE_SIMULATORS"] = "1"
-    env[CACHE_ENV] = str(cache_dir())
+    env[CACHE_ENV] = str(simulator_cache(root))
     if programs.STORE is not None:
         env[programs.STORE_ENV] = str(programs.STORE.folder)
     return env
