@@ -242,13 +242,13 @@ CHIP_SOURCES = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "tb/*.cpp", "model/*.py", "mode
                 "model/serving/*.py", "model/replay/*.py")
 
 
-def sources_hash(patterns: Sequence[str] = CHIP_SOURCES) -> str:
-    """A digest of the files the patterns name (relative names and contents): a result saved under
-    other sources was produced by other code."""
+def sources_hash(patterns: Sequence[str] = CHIP_SOURCES, root: Path = ROOT) -> str:
+    """A digest of the files the patterns name under root (relative names and contents): a result
+    saved under other sources was produced by other code."""
     h = hashlib.sha256()
     for pattern in patterns:
-        for path in sorted(ROOT.glob(pattern)):
-            h.update(str(path.relative_to(ROOT)).encode())
+        for path in sorted(root.glob(pattern)):
+            h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -276,17 +276,12 @@ def block_check(block: str) -> list[str]:
 
 # The sources a simulator build is made from: a copy that changes one of them builds simulators that
 # no later run can use.
-SIMULATED = ("rtl", "tb")
-
-
-def _files(root: Path, folder: str) -> dict[Path, bytes]:
-    return {path.relative_to(root): path.read_bytes() for path in sorted((root / folder).rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+SIMULATED = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "tb/*.cpp")
 
 
 def simulators_changed(root: Path) -> bool:
     """Whether the copy at root holds other RTL or testbench sources than this checkout."""
-    return any(_files(root, folder) != _files(ROOT, folder) for folder in SIMULATED)
+    return runs.sources_hash(SIMULATED, root) != runs.sources_hash(SIMULATED)
 
 
 def simulator_cache(root: Path) -> Path:
