@@ -390,6 +390,8 @@ class PagedChip:
     After ``generate``: ``peak`` is the most pages held at once and ``cache`` the page table used.
     """
 
+    TABLE = ArrayPageTable  # the page table a decode keeps its rows in (new_cache)
+
     def __init__(self, m: dict, steps: int, W: int | None = None, page: int = 4, n_pages: int = 64,
                  starts: Iterable[int] = range(T.V), paged: bool = True) -> None:
         _check_window(W)
@@ -425,14 +427,39 @@ class PagedChip:
         """After step L, the first row the next step needs (rows before it may be released)."""
         return 0 if self.W is None else max(0, L + 1 - self.W)
 
-    def generate(self, start: int, n: int, force: Sequence[int] | None = None):
+    def new_cache(self) -> ArrayPageTable:
+        """The page table of a new decode, request 0 open in it; kept as ``self.cache``, and the
+        peak of pages in use starts again from 0."""
+        self.cache = self.TABLE(self.n_pages, self.page, row_shape=(2, T.D))
+        self.cache.new(0)
+        self.peak = 0
+        return self.cache
+
+    def gather_step(self, cache: ArrayPageTable, plain: list[np.ndarray], L: int, nc: int) -> np.ndarray:
+        """The (k, v) rows step L reads (context nc > 1): rows L - nc .. L - 2, the window's, from
+        the page table, or from the reference host's plain list when the chip is not paged."""
+        lo = L - nc
+        return cache.gather(0, lo, L - 1) if self.paged else np.asarray(plain[lo:L - 1])
+
+    def release_after(self, cache: ArrayPageTable, L: int) -> None:
+        """After step L (its row appended): the pages no later step reads go."""
+        cache.trim(0, self.trim_point(L))
+
+    def generate(self, start: int, n: int, force: Sequence[int] | None = None, after_step=None):
         """Decode n tokens after start; returns (tokens, records), one record per step.
 
         A record (``host.Step``, read like the book's dict) holds: L (step, from 1), ctx (context
         size), code and ext (the program and its memory image, for the RTL replay), logits (floats),
         ints (int8 logits), tok (the chip's argmax), pages (pages in use when the step starts) and
-        counters (the machine model's seven cycle counters). ``force`` (a token list with force[0] =
-        start) feeds force[L] as the next input instead of the chip's choice (teacher forcing).
+        counters (the machine model's seven cycle counters); beside the book's keys, ``read`` holds
+        the (k, v) rows the step was given. ``force`` (a token list with force[0] = start) feeds
+        force[L] as the next input instead of the chip's choice (teacher forcing). ``after_step(L,
+        cache, plain)``, when given, is called after each step's release (cache: the page table;
+        plain: the reference host's list of rows).
+
+        Each step gathers its rows (``gather_step``), runs its context's program, appends its new
+        row and releases what no later step reads (``release_after``); a host with another rule
+        for which rows a step reads overrides those two (model/answers/sinks.py does).
         """
         _token(start, "start")
         n = integer(n, "n", 0)
@@ -447,32 +474,29 @@ class PagedChip:
         if n and context_size(n, self.W) not in self.calib:  # the longest context this decode needs
             raise C.CompileError(f"no calibration for context {context_size(n, self.W)}: the chip was "
                                  f"calibrated for {self.steps} steps with window {self.W}")
-        cache = ArrayPageTable(self.n_pages, self.page, row_shape=(2, T.D))
-        cache.new(0)
+        cache = self.new_cache()
         plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token
         toks = [start]
         records: list[host.Step] = []
-        self.cache = cache
-        self.peak = 0
         for L in range(1, n + 1):
             nc = context_size(L, self.W)
-            lo = L - nc
             inputs = {"x": [list(self.m["E"][toks[-1]])]}
+            rows = self.gather_step(cache, plain, L, nc) if nc > 1 else np.zeros((0, 2, T.D))
             if nc > 1:
-                rows = cache.gather(0, lo, L - 1) if self.paged else np.asarray(plain[lo:L - 1])
                 inputs["kc"] = rows[:, 0]
                 inputs["vc"] = rows[:, 1]
             step = host.run_step(self.program(nc), inputs, [nc])
-            step.L, step.pages = L, cache.used()
+            step.L, step.pages, step.read = L, cache.used(), rows
             records.append(step)
             row = np.array([step.k[0], step.v[0]])
             cache.append(0, row)
             plain.append(row)
-            cache.trim(0, self.trim_point(L))
+            self.release_after(cache, L)
             self.peak = max(self.peak, cache.used())
+            if after_step is not None:
+                after_step(L, cache, plain)
             toks.append(force[L] if force is not None else records[-1]["tok"])
         return toks, records
-
 
 if __name__ == "__main__":
     model = T.make_model("structured")

@@ -197,10 +197,11 @@ class SinkChip(PL.PagedChip):
         "front"   ``trim`` as the chapter's host calls it: the first row step L + 1 reads is row 0,
                   so nothing is ever released
 
-    ``generate(start, n, force=None, after_step=None)`` is PagedChip's, with ``after_step(L,
-    cache, plain)`` called after each step's release (cache: the SinkPageTable; plain: the
-    reference host's list of rows); each record also keeps ``read``, the (k, v) rows it was given.
+    ``generate`` is PagedChip's, step for step: what changes is the page table it opens
+    (``TABLE``), the rows a step reads (``gather_step``) and what goes after it (``release_after``).
     """
+
+    TABLE = SinkPageTable
 
     def __init__(self, m: dict, steps: int, W: int, S: int, page: int = 4, n_pages: int = 64,
                  starts: Iterable[int] = range(T.V), paged: bool = True, release: str = "middle") -> None:
@@ -218,6 +219,13 @@ class SinkChip(PL.PagedChip):
         """After step L, the first row the next step reads: row 0, a sink, at every step."""
         return 0
 
+    def gather_step(self, cache: SinkPageTable, plain: list[np.ndarray], L: int, nc: int) -> np.ndarray:
+        """(a) The rows step L reads: the sinks, then the most recent rows (``gather_rows``; the
+        reference host picks the same from its plain list with ``sink_rows``)."""
+        if self.paged:
+            return gather_rows(cache, 0, L, self.W, self.S)
+        return np.asarray(sink_rows(plain, self.W, self.S))
+
     def release_after(self, cache: SinkPageTable, L: int) -> None:
         """(b) After step L: the pages no later step reads go, as far as ``release`` allows."""
         if self.release == "front":
@@ -225,42 +233,3 @@ class SinkChip(PL.PagedChip):
         else:
             hi = min(first_recent(L, self.W, self.S), L)  # L rows are written after step L
             cache.release_rows(0, min(self.S, hi), hi)
-
-    def generate(self, start: int, n: int, force: Sequence[int] | None = None, after_step=None):
-        """PagedChip.generate with the sinks' gather and release: (tokens, records)."""
-        PL._token(start, "start")
-        n = integer(n, "n", 0)
-        if force is not None:
-            force = [PL._token(t, f"force[{i}]") for i, t in enumerate(list(force)[: n + 1])]
-            if len(force) < n + 1 or force[0] != start:
-                raise ValueError(f"force must hold {n + 1} tokens starting with {start}, got {force[:3]}...")
-        cache = SinkPageTable(self.n_pages, self.page, row_shape=(2, T.D))
-        cache.new(0)
-        plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token
-        toks = [start]
-        records: list[host.Step] = []
-        self.cache = cache
-        self.peak = 0
-        for L in range(1, n + 1):
-            nc = PL.context_size(L, self.W)
-            inputs = {"x": [list(self.m["E"][toks[-1]])]}
-            if nc > 1:
-                if self.paged:
-                    rows = gather_rows(cache, 0, L, self.W, self.S)
-                else:
-                    rows = np.asarray(sink_rows(plain, self.W, self.S))
-                inputs["kc"] = rows[:, 0]
-                inputs["vc"] = rows[:, 1]
-            step = host.run_step(self.program(nc), inputs, [nc])
-            step.L, step.pages = L, cache.used()
-            step.read = rows if nc > 1 else np.zeros((0, 2, T.D))  # the (k, v) rows the step was given
-            records.append(step)
-            row = np.array([step.k[0], step.v[0]])
-            cache.append(0, row)
-            plain.append(row)
-            self.release_after(cache, L)
-            self.peak = max(self.peak, cache.used())
-            if after_step is not None:
-                after_step(L, cache, plain)
-            toks.append(force[L] if force is not None else step["tok"])
-        return toks, records

@@ -796,21 +796,14 @@ def engine_conflict(later: Effects, earlier: Effects) -> str | None:
     after read) or writes (write after write). Ports: each bank has one read and one write port,
     so not reading a bank `earlier` reads, nor writing a bank it writes. The kind comes first in
     the answer ("RAW", "WAR", "WAW", "read port", "write port"), so tools can count them."""
-    clash = later.read_set & earlier.write_set
-    if clash:
-        return f"RAW: reads scratchpad word {min(clash)}, which it writes"
-    clash = later.write_set & earlier.read_set
-    if clash:
-        return f"WAR: writes scratchpad word {min(clash)}, which it reads"
-    clash = later.write_set & earlier.write_set
-    if clash:
-        return f"WAW: writes scratchpad word {min(clash)}, which it writes too"
-    banks = later.read_banks & earlier.read_banks
-    if banks:
-        return f"read port: reads scratchpad bank {min(banks)}, which it reads"
-    banks = later.write_banks & earlier.write_banks
-    if banks:
-        return f"write port: writes scratchpad bank {min(banks)}, which it writes"
+    checks = (("RAW", later.read_set & earlier.write_set, "reads scratchpad word", "it writes"),
+              ("WAR", later.write_set & earlier.read_set, "writes scratchpad word", "it reads"),
+              ("WAW", later.write_set & earlier.write_set, "writes scratchpad word", "it writes too"),
+              ("read port", later.read_banks & earlier.read_banks, "reads scratchpad bank", "it reads"),
+              ("write port", later.write_banks & earlier.write_banks, "writes scratchpad bank", "it writes"))
+    for kind, common, what, theirs in checks:
+        if common:
+            return f"{kind}: {what} {min(common)}, which {theirs}"
     return None
 
 

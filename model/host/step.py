@@ -48,6 +48,8 @@ class Step(Mapping):
     pages: int | None = None  # pages in use (PagedChip: when the step starts; serving: after it)
     clock: int | None = None  # the cycle the step ended at (serving)
     rids: list = field(default_factory=list)  # the requests of the batch (serving)
+    # the (k, v) rows the step was given, oldest first (PagedChip)
+    read: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[int, ...]:
