@@ -498,6 +498,7 @@ class PagedChip:
             toks.append(force[L] if force is not None else records[-1]["tok"])
         return toks, records
 
+
 if __name__ == "__main__":
     model = T.make_model("structured")
     expected = [0]
