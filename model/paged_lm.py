@@ -481,8 +481,9 @@ class PagedChip:
         for L in range(1, n + 1):
             nc = context_size(L, self.W)
             inputs = {"x": [list(self.m["E"][toks[-1]])]}
-            rows = self.gather_step(cache, plain, L, nc) if nc > 1 else np.zeros((0, 2, T.D))
+            rows = np.zeros((0, 2, T.D))  # step 1 reads no row
             if nc > 1:
+                rows = self.gather_step(cache, plain, L, nc)
                 inputs["kc"] = rows[:, 0]
                 inputs["vc"] = rows[:, 1]
             step = host.run_step(self.program(nc), inputs, [nc])

@@ -45,6 +45,7 @@ the simulators it started, and Ctrl-C stops every running check before the tool 
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -279,9 +280,15 @@ def block_check(block: str) -> list[str]:
 SIMULATED = ("rtl/*.v", "rtl/*.vh", "tb/*.v", "tb/*.cpp")
 
 
+@functools.cache
+def _checkout_simulated() -> str:
+    """This checkout's RTL and testbench, hashed once per run (a run refuses an edited checkout)."""
+    return runs.sources_hash(SIMULATED)
+
+
 def simulators_changed(root: Path) -> bool:
     """Whether the copy at root holds other RTL or testbench sources than this checkout."""
-    return runs.sources_hash(SIMULATED, root) != runs.sources_hash(SIMULATED)
+    return runs.sources_hash(SIMULATED, root) != _checkout_simulated()
 
 
 def simulator_cache(root: Path) -> Path:
