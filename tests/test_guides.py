@@ -25,15 +25,17 @@ def test_the_guides_patch_applies_to_the_sources(patch):
 
 
 def test_the_patches_are_the_guides_two_and_the_read_latency_estimate():
-    """changing_rtl.md's RTL and model halves, and synthesis.md's estimate of a read latency of 3,
-    which changes the machine model's formulas only."""
-    assert [p.name for p in PATCHES] == ["smax_recip_model.patch", "smax_recip_rtl.patch",
-                                         "sram_read_latency_3.patch"]
-    model, rtl, latency = (p.read_text() for p in PATCHES)
+    """changing_rtl.md's RTL and model halves; synthesis.md's estimate of a read latency of 3 (the
+    machine model's formulas only) and serving.md's scores in the BROWS form (the compiler's
+    choice of form, the timeline unchecked: cycles only)."""
+    assert [p.name for p in PATCHES] == ["scores_brows_cycles.patch", "smax_recip_model.patch",
+                                         "smax_recip_rtl.patch", "sram_read_latency_3.patch"]
+    scores, model, rtl, latency = (p.read_text() for p in PATCHES)
     assert re.findall(r"^\+\+\+ b/(\S+)", rtl, re.M) == ["rtl/ga2_sm.v"]
     assert "+SMAX_LATENCY = 19" in model
     assert re.findall(r"^\+\+\+ b/(\S+)", latency, re.M) == ["model/capra/dma.py", "model/capra/isa.py"]
     assert "+SRAM_RD_LAT = 3 " in latency
+    assert re.findall(r"^\+\+\+ b/(\S+)", scores, re.M) == ["model/capra/compiler.py", "tools/capra_cli/timeline.py"]
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/architecture.md"])
