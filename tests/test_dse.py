@@ -252,10 +252,36 @@ def test_what_is_not_kept_is_counted_for_the_estimate(kept):
     folder = kept_synthesis(Config(), DEFAULT_COUNTS)
     kept_seed(folder, 1, 61.5)
     points = (Config(), Config(ext_latency=0), Config(sram_words=2048))
-    # the default chip: synthesis kept, seeds 2 and 3 not; S2048: synthesis and its one seed
-    assert dse.pending_placement(points, no_cache=False) == (1, 3)
-    assert dse.pending_placement(points, no_cache=True) == (2, 4)
-    assert fpga.kept_times(kept) == ([70.0], [500.0])
+    # the default chip: synthesis kept, seeds 2 and 3 not, on the part its synthesis fits; S2048:
+    # synthesis and its one seed, on a part not known until it is synthesized
+    assert dse.pending_placement(points, no_cache=False) == (1, {"LFE5U-45F": 2, None: 1})
+    # synthesized again, the default chip is still known to go on the 45F from the kept synthesis
+    assert dse.pending_placement(points, no_cache=True) == (2, {"LFE5U-45F": 3, None: 1})
+    assert fpga.kept_times(kept) == ([70.0], {"LFE5U-45F": [500.0]})
+
+
+def test_a_seeds_time_is_its_parts(kept):
+    """Seeds on the 85F take several times a 45F seed: each part's own median, and the median of
+    every kept seed for a chip whose part is not known before its synthesis."""
+    n8_counts = {**DEFAULT_COUNTS, "MULT18X18D": 99}
+    default, n8 = kept_synthesis(Config(), DEFAULT_COUNTS), kept_synthesis(Config(n=8), n8_counts)
+    kept_seed(default, 1, 70.0, seconds=600.0)
+    for seed, seconds in ((1, 3000.0), (2, 3600.0)):
+        kept_seed(n8, seed, 60.0, device="85k", seconds=seconds)
+    times = fpga.kept_times(kept)
+    assert (times[0], {part: sorted(t) for part, t in times[1].items()}) == \
+        ([70.0, 70.0], {"LFE5U-45F": [600.0], "LFE5U-85F": [3000.0, 3600.0]})
+    assert fpga.kept_part(Config(n=8), kept) == "LFE5U-85F" and fpga.kept_part(Config(n=2), kept) is None
+    points = (Config(), Config(n=8), Config(n=2))
+    pending = dse.pending_placement(points, no_cache=False)
+    assert pending == (1, {"LFE5U-45F": 2, "LFE5U-85F": 1, None: 1})
+    # 1 synthesis at the median 70 s; 2 x 600 s + 1 x 3300 s + 1 x 3000 s (the median of all three)
+    text = dse.estimate(0, [], 1, pending, times)
+    work = 70 + 2 * 600 + 3300 + 3000
+    assert f"1 synthesis and 4 place-and-route seeds not kept, {dse.duration(work)} of one core" in text
+    assert ("seeds: 2 on the LFE5U-45F at 10 min a seed, the median of 1 kept there; 1 on the LFE5U-85F at "
+            "55 min a seed, the median of 2 kept there; 1 on a part not known before synthesis at 50 min a seed, "
+            "the median of all 3 kept)") in text
 
 
 def test_before_the_ecp5_tools_are_installed_every_synthesis_and_seed_is_counted(kept, monkeypatch):
@@ -266,7 +292,7 @@ def test_before_the_ecp5_tools_are_installed_every_synthesis_and_seed_is_counted
         raise importlib.metadata.PackageNotFoundError(fpga.NEXTPNR)
 
     monkeypatch.setattr(fpga, "versions", not_installed)
-    assert dse.pending_placement(dse.GRID, no_cache=False) == (16, 3 + 3 + 14)
+    assert dse.pending_placement(dse.GRID, no_cache=False) == (16, {None: 3 + 3 + 14})
 
 
 def test_the_estimate_comes_from_the_times_the_cache_recorded():
@@ -277,11 +303,15 @@ def test_the_estimate_comes_from_the_times_the_cache_recorded():
     assert "no time in the cache" in dse.estimate(1, [], 2)
     assert "every point is cached" in dse.estimate(0, cached, 2)
     # 1 synthesis of 120 s and 3 seeds of the median 600 s: 1920 s = 32 min, 16 min on 2 workers
-    text = dse.estimate(0, cached, 2, (1, 3), ([120.0], [500.0, 600.0, 700.0]))
+    text = dse.estimate(0, cached, 2, (1, {"LFE5U-45F": 3}), ([120.0], {"LFE5U-45F": [500.0, 600.0, 700.0]}))
     assert "1 synthesis and 3 place-and-route seeds not kept, 32 min of one core, about 16 min on 2 workers" in text
-    assert "(120 s a synthesis, the median of 1 kept; 10 min a seed, the median of 3 kept)" in text
-    assert "every ECP5 synthesis and seed is kept" in dse.estimate(0, cached, 2, (0, 0))
-    assert f"{dse.SYNTH_SECONDS:.0f} s a synthesis, none kept" in dse.estimate(0, cached, 1, (1, 1))
+    assert ("(120 s a synthesis, the median of 1 kept; seeds: 3 on the LFE5U-45F at 10 min a seed, the median "
+            "of 3 kept there)") in text
+    assert "every ECP5 synthesis and seed is kept" in dse.estimate(0, cached, 2, (0, {}))
+    text = dse.estimate(0, cached, 1, (1, {None: 1}))
+    assert f"{dse.SYNTH_SECONDS:.0f} s a synthesis, none kept" in text
+    assert (f"1 on a part not known before synthesis at {dse.duration(dse.SEED_SECONDS)} a seed, none kept: "
+            "this machine's figure") in text
 
 
 def test_one_point_alone_draws_no_front_and_says_so(monkeypatch, tmp_path, capsys):

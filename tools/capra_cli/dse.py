@@ -58,6 +58,7 @@ import importlib.metadata
 import secrets
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -503,36 +504,46 @@ def duration(seconds: float) -> str:
 
 
 def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
-                      seeds: int = DEFAULT_SEEDS) -> tuple[int, int]:
-    """(syntheses, seeds) of the ECP5 flow that `points` need and out/fpga/ does not keep, found
-    without running a tool (a chip not yet synthesized counts all its seeds). Before the ECP5 tools
-    are installed (make dse installs them) nothing is kept for them: every chip and seed counts."""
+                      seeds: int = DEFAULT_SEEDS) -> tuple[int, dict[str | None, int]]:
+    """(syntheses, seeds by part) of the ECP5 flow that `points` need and out/fpga/ does not keep,
+    found without running a tool (a chip not yet synthesized counts all its seeds). A seed's part
+    is its chip's, from the kept synthesis or any kept synthesis of the same chip (other sources),
+    or None when no synthesis of the chip is kept. Before the ECP5 tools are installed (make dse
+    installs them) nothing is kept for them: every chip and seed counts."""
     chips = {chip_config(cfg) for cfg in points}
+    pending: Counter[str | None] = Counter()
     try:
         tools = fpga.versions()
     except importlib.metadata.PackageNotFoundError:
-        return len(chips), sum(seed_count(chip, seeds) for chip in chips)
-    syntheses = todo = 0
+        for chip in chips:
+            pending[fpga.kept_part(chip)] += seed_count(chip, seeds)
+        return len(chips), dict(pending)
+    syntheses = 0
     for chip in chips:
         folder = fpga.synthesis_folder(chip, tools)
         kept = fpga.cached(folder, no_cache)
         if kept is None:
             syntheses += 1
-            todo += seed_count(chip, seeds)
+            pending[fpga.kept_part(chip)] += seed_count(chip, seeds)
             continue
         device, _why = ecp5.choose_device(kept["counts"])
         if device is not None:
-            todo += sum(fpga.kept_seed(fpga.seed_folder(folder, device, FREQ, seed), tools, no_cache) is None
-                        for seed in range(1, seed_count(chip, seeds) + 1))
-    return syntheses, todo
+            pending[device.part] += sum(
+                fpga.kept_seed(fpga.seed_folder(folder, device, FREQ, seed), tools, no_cache) is None
+                for seed in range(1, seed_count(chip, seeds) + 1))
+    return syntheses, {part: n for part, n in pending.items() if n}
 
 
-def estimate(todo: int, cached: list[dict], jobs: int | None, placement: tuple[int, int] | None = None,
-             kept: tuple[list[float], list[float]] = ([], [])) -> str:
+def estimate(todo: int, cached: list[dict], jobs: int | None,
+             placement: tuple[int, dict[str | None, int]] | None = None,
+             kept: tuple[list[float], dict[str, list[float]]] = ([], {})) -> str:
     """How long the run will take, from the times the cache recorded (a point records its own);
     `jobs` points at a time (None: a cluster of a size not known here, so a time per point only).
-    `placement`, (syntheses, seeds) still to run on the ECP5, adds their time: the medians of the
-    `kept` (synthesis, seed) times of out/fpga/, or SYNTH_SECONDS and SEED_SECONDS without any."""
+    `placement`, (syntheses, seeds by part) still to run on the ECP5, adds their time from the
+    `kept` (synthesis, seeds by part) times of out/fpga/: the median of the kept syntheses, and for
+    each part the median of its kept seeds; a part with none kept, or a chip whose part is not
+    known before its synthesis, goes by the median of every kept seed; SYNTH_SECONDS and
+    SEED_SECONDS when nothing is kept."""
     times = [r["seconds"] for r in cached if isinstance(r.get("seconds"), (int, float))]
     if not todo:
         text = "every point is cached"
@@ -549,19 +560,31 @@ def estimate(todo: int, cached: list[dict], jobs: int | None, placement: tuple[i
         text = f"{todo} point{'s' * (todo != 1)} to measure (no time in the cache to estimate from yet)"
     if placement is None:
         return text
-    syntheses, seeds = placement
+    syntheses, pending = placement
+    seeds = sum(pending.values())
     if not syntheses and not seeds:
         return text + "; every ECP5 synthesis and seed is kept in out/fpga/"
     synth_kept, seeds_kept = kept
     each_synth = statistics.median(synth_kept) if synth_kept else SYNTH_SECONDS
-    each_seed = statistics.median(seeds_kept) if seeds_kept else SEED_SECONDS
     synth_from = f"the median of {len(synth_kept)} kept" if synth_kept else "none kept: this machine's figure"
-    seed_from = f"the median of {len(seeds_kept)} kept" if seeds_kept else "none kept: this machine's figure"
-    work = syntheses * each_synth + seeds * each_seed
+    every = [t for times in seeds_kept.values() for t in times]
+    work = syntheses * each_synth
+    per_seed = []
+    for part in sorted(pending, key=lambda p: (p is None, p or "")):
+        n, own = pending[part], seeds_kept.get(part or "", [])
+        if own:
+            each, source = statistics.median(own), f"the median of {len(own)} kept there"
+        elif every:
+            each, source = statistics.median(every), f"the median of all {len(every)} kept"
+        else:
+            each, source = SEED_SECONDS, "none kept: this machine's figure"
+        work += n * each
+        where = f"on the {part}" if part else "on a part not known before synthesis"
+        per_seed.append(f"{n} {where} at {duration(each)} a seed, {source}")
     share = "" if jobs is None else f", about {duration(work / jobs)} on {jobs} workers" if jobs > 1 else ""
     return (text + f"; then the ECP5: {syntheses} synthes{'es' if syntheses != 1 else 'is'} and {seeds} "
             f"place-and-route seed{'s' * (seeds != 1)} not kept, {duration(work)} of one core{share} "
-            f"({each_synth:.0f} s a synthesis, {synth_from}; {duration(each_seed)} a seed, {seed_from})")
+            f"({each_synth:.0f} s a synthesis, {synth_from}; seeds: {'; '.join(per_seed)})")
 
 
 def arguments(ap: Parser) -> None:
@@ -628,7 +651,7 @@ def main(args) -> int:
           f"{executor.where(args.workers, args.scheduler)}")
     placement = pending_placement(points, args.no_cache, args.seeds) if measured else None
     print(estimate(len(todo), list(rows.values()) + rest, None if args.scheduler else args.workers, placement,
-                   fpga.kept_times() if measured else ([], [])))
+                   fpga.kept_times() if measured else ([], {})))
     for cfg, fut in executor.run(partial(point, n_random=args.random), todo, workers=args.workers,
                                  scheduler=args.scheduler, what="points"):
         try:

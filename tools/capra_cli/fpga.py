@@ -270,10 +270,12 @@ def synthesis_folder(cfg: config.Config, tools: dict[str, str], top: str = TOP) 
     return OUT / f"{folder_label(cfg, top)}-{key}" / "synth"
 
 
-def kept_times(kept: Path | None = None) -> tuple[list[float], list[float]]:
-    """The seconds of every whole-chip synthesis and seed kept in `kept` (out/fpga by default), of
-    any sources: what an estimate of the next run can go by."""
-    syntheses, seeds = [], []
+def kept_times(kept: Path | None = None) -> tuple[list[float], dict[str, list[float]]]:
+    """The seconds of every whole-chip synthesis kept in `kept` (out/fpga by default), and of every
+    seed by the part it was placed on (a seed on the LFE5U-85F takes several times one on the 45F),
+    of any sources: what an estimate of the next run can go by."""
+    syntheses: list[float] = []
+    seeds: dict[str, list[float]] = {}
     for synthesized in (kept or OUT).glob("*/synth/result.json"):
         with suppress(OSError, ValueError, KeyError, TypeError):
             result = json.loads(synthesized.read_text())
@@ -282,8 +284,22 @@ def kept_times(kept: Path | None = None) -> tuple[list[float], list[float]]:
             syntheses.append(float(result["seconds"]))
             for seed in synthesized.parent.parent.glob("*-seed*/result.json"):
                 with suppress(OSError, ValueError, KeyError, TypeError):
-                    seeds.append(float(json.loads(seed.read_text())["seconds"]))
+                    placed = json.loads(seed.read_text())
+                    seeds.setdefault(str(placed["device"]), []).append(float(placed["seconds"]))
     return syntheses, seeds
+
+
+def kept_part(cfg: config.Config, kept: Path | None = None) -> str | None:
+    """The part a chip of `cfg` goes on, from any synthesis of it kept in `kept` (out/fpga by
+    default; other sources or tools too: the part follows its multipliers and block RAMs, which
+    an RTL change seldom moves), or None when none is kept or none fits a part."""
+    for synthesized in sorted((kept or OUT).glob("*/synth/result.json")):
+        with suppress(OSError, ValueError, KeyError, TypeError):
+            result = json.loads(synthesized.read_text())
+            if result.get("top", TOP) == TOP and result["config"] == cfg.key():
+                device, _why = ecp5.choose_device(result["counts"])
+                return None if device is None else device.part
+    return None
 
 
 def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: float, no_cache: bool,
