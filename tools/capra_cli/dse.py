@@ -511,12 +511,13 @@ def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
     or None when no synthesis of the chip is kept. Before the ECP5 tools are installed (make dse
     installs them) nothing is kept for them: every chip and seed counts."""
     chips = {chip_config(cfg) for cfg in points}
+    parts = fpga.kept_parts()
     pending: Counter[str | None] = Counter()
     try:
         tools = fpga.versions()
     except importlib.metadata.PackageNotFoundError:
         for chip in chips:
-            pending[fpga.kept_part(chip)] += seed_count(chip, seeds)
+            pending[parts.get(chip.key())] += seed_count(chip, seeds)
         return len(chips), dict(pending)
     syntheses = 0
     for chip in chips:
@@ -524,7 +525,7 @@ def pending_placement(points: tuple[config.Config, ...], no_cache: bool,
         kept = fpga.cached(folder, no_cache)
         if kept is None:
             syntheses += 1
-            pending[fpga.kept_part(chip)] += seed_count(chip, seeds)
+            pending[parts.get(chip.key())] += seed_count(chip, seeds)
             continue
         device, _why = ecp5.choose_device(kept["counts"])
         if device is not None:

@@ -270,36 +270,43 @@ def synthesis_folder(cfg: config.Config, tools: dict[str, str], top: str = TOP) 
     return OUT / f"{folder_label(cfg, top)}-{key}" / "synth"
 
 
+def _kept_syntheses(kept: Path | None = None) -> Iterator[tuple[Path, dict]]:
+    """(folder, result) of every whole-chip synthesis kept in `kept` (out/fpga by default), of any
+    sources and tools, in folder order; a result that cannot be read is left out."""
+    for synthesized in sorted((kept or OUT).glob("*/synth/result.json")):
+        with suppress(OSError, ValueError):
+            result = json.loads(synthesized.read_text())
+            if isinstance(result, dict) and result.get("top", TOP) == TOP:
+                yield synthesized.parent.parent, result
+
+
 def kept_times(kept: Path | None = None) -> tuple[list[float], dict[str, list[float]]]:
     """The seconds of every whole-chip synthesis kept in `kept` (out/fpga by default), and of every
     seed by the part it was placed on (a seed on the LFE5U-85F takes several times one on the 45F),
     of any sources: what an estimate of the next run can go by."""
     syntheses: list[float] = []
     seeds: dict[str, list[float]] = {}
-    for synthesized in (kept or OUT).glob("*/synth/result.json"):
-        with suppress(OSError, ValueError, KeyError, TypeError):
-            result = json.loads(synthesized.read_text())
-            if result.get("top", TOP) != TOP:
-                continue
+    for folder, result in _kept_syntheses(kept):
+        with suppress(KeyError, TypeError, ValueError):
             syntheses.append(float(result["seconds"]))
-            for seed in synthesized.parent.parent.glob("*-seed*/result.json"):
-                with suppress(OSError, ValueError, KeyError, TypeError):
-                    placed = json.loads(seed.read_text())
-                    seeds.setdefault(str(placed["device"]), []).append(float(placed["seconds"]))
+        for seed in folder.glob("*-seed*/result.json"):
+            with suppress(OSError, ValueError, KeyError, TypeError):
+                placed = json.loads(seed.read_text())
+                seeds.setdefault(str(placed["device"]), []).append(float(placed["seconds"]))
     return syntheses, seeds
 
 
-def kept_part(cfg: config.Config, kept: Path | None = None) -> str | None:
-    """The part a chip of `cfg` goes on, from any synthesis of it kept in `kept` (out/fpga by
-    default; other sources or tools too: the part follows its multipliers and block RAMs, which
-    an RTL change seldom moves), or None when none is kept or none fits a part."""
-    for synthesized in sorted((kept or OUT).glob("*/synth/result.json")):
-        with suppress(OSError, ValueError, KeyError, TypeError):
-            result = json.loads(synthesized.read_text())
-            if result.get("top", TOP) == TOP and result["config"] == cfg.key():
+def kept_parts(kept: Path | None = None) -> dict[str, str | None]:
+    """The part each chip configuration (by its key) goes on, from the first synthesis of it kept in
+    `kept` (out/fpga by default; other sources or tools too: the part follows the multipliers and
+    block RAMs, which an RTL change seldom moves); None for a chip that fits no part."""
+    parts: dict[str, str | None] = {}
+    for _folder, result in _kept_syntheses(kept):
+        with suppress(KeyError, TypeError):
+            if result["config"] not in parts:
                 device, _why = ecp5.choose_device(result["counts"])
-                return None if device is None else device.part
-    return None
+                parts[result["config"]] = None if device is None else device.part
+    return parts
 
 
 def synthesize(cfg: config.Config, tools: dict[str, str], token: str, timeout: float, no_cache: bool,
