@@ -23,9 +23,17 @@ module ram_1r1w #(
     (* no_rw_check *)
     reg [WIDTH-1:0] mem [0:DEPTH-1];
 
+    // The read comes first and takes the word as it was before this edge; the write after it may
+    // then be a blocking one. No other block of the chip reads mem (the replay testbench reads it
+    // only between clock edges, after a program), so no process can see the order, and synthesis
+    // infers the same non-transparent block RAM as with `<=`. Verilator
+    // keeps a write flag, an address and a value a cycle for an array written with `<=` (36 of
+    // these memories: 4% of a replay's instructions, docs/cycle_model.md).
     always @(posedge clk) begin
-        if (we) mem[waddr] <= wdata;
         if (re) rdata <= mem[raddr];
+        /* verilator lint_off BLKSEQ */
+        if (we) mem[waddr] = wdata;
+        /* verilator lint_on BLKSEQ */
     end
 endmodule
 `default_nettype wire
