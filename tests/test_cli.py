@@ -314,6 +314,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--device", "25k", says="--device"),
         bad("--config", "n=3", says="--config"),  # a chip that cannot exist, refused before Yosys starts
         bad("--config", "sram_words=5000", says="--config"),
+        bad("--config", "", says="--config: an empty key"),  # used to place the default chip
         bad("--block", "ga2_nosuch", says="--block"),
         bad("--block", "ga2_sm", "--config", "n=8", says="--block"),  # a block has the default chip's sizes
         bad("--workers", "0", says="--workers"),

@@ -306,6 +306,18 @@ def own_chip(what: str = "this command") -> None:
     no_chip(f"{what} runs the mixed model's own chip ({CHIP.label()}), which they do not change")
 
 
+def chip_argument(option: str, key: str) -> config.Config:
+    """The configuration a command-line key names (`option` is the argument that gave it), or
+    BadArgument naming it: an empty key too, which Config.parse reads as the default chip (GA2_CONFIG
+    may be empty to mean that; an argument given empty is a mistake)."""
+    if not key.replace(",", "").strip():
+        raise BadArgument(option, 'an empty key (name a configuration, e.g. "n=8,ext_words=2")')
+    try:
+        return config.Config.parse(key)
+    except ConfigError as error:
+        raise BadArgument(option, str(error)) from None
+
+
 def chip_line() -> str | None:
     """The line that names the active chip on a command's output, None on the default chip (whose
     output stays the book's)."""

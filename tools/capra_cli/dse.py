@@ -69,7 +69,7 @@ from capra import config
 from replay import image, runs
 
 from . import ecp5, executor, fpga, synth
-from .common import BadArgument, Parser, finish, in_range, int_range, note
+from .common import BadArgument, Parser, chip_argument, finish, in_range, int_range, note
 
 ROOT = runs.ROOT
 
@@ -611,12 +611,7 @@ def main(args) -> int:
     executor.check(args)
     points = GRID
     if args.only:
-        if any(not k.replace(",", "").strip() for k in args.only):
-            raise BadArgument("--only", "an empty key (name a configuration, e.g. \"n=8,ext_words=2\")")
-        try:
-            points = tuple(config.Config.parse(k) for k in args.only)
-        except config.ConfigError as error:
-            raise BadArgument("--only", str(error)) from None
+        points = tuple(chip_argument("--only", k) for k in args.only)
         seen: dict[str, str] = {}
         for text, cfg in zip(args.only, points):
             if cfg.key() in seen:

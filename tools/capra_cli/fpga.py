@@ -58,7 +58,18 @@ from capra import config
 from replay import runs
 
 from . import ecp5, executor, synth
-from .common import BadArgument, Parser, ToolError, finish, in_range, int_range, note, tool_arg, tool_path
+from .common import (
+    BadArgument,
+    Parser,
+    ToolError,
+    chip_argument,
+    finish,
+    in_range,
+    int_range,
+    note,
+    tool_arg,
+    tool_path,
+)
 from .synth import StepFailed
 
 ROOT = runs.ROOT
@@ -541,10 +552,7 @@ def check_arguments(args) -> config.Config:
     """The configuration asked for (a bad one names --config), Dask where the seeds need it, the tools."""
     cfg = config.active()
     if args.config is not None:
-        try:
-            cfg = config.Config.parse(args.config)
-        except config.ConfigError as error:
-            raise BadArgument("--config", str(error)) from None
+        cfg = chip_argument("--config", args.config)
     if args.block != TOP and cfg.rtl_defines():
         raise BadArgument("--block", f"a block is built at the default chip's sizes, not {cfg.label()}; "
                                      "use the whole chip (no --block) for another configuration")
