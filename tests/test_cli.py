@@ -11,6 +11,7 @@ signals, and pytest's own handling of a missing simulator.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import json
@@ -34,7 +35,7 @@ import replay
 import tiny_lm
 from capra import asm, config
 from capra_cli import common
-from capra_cli.__main__ import COMMANDS, main, run_command
+from capra_cli.__main__ import COMMANDS, command_parser, main, run_command
 from host import limits
 from replay import runs
 from replay.simulators import INSTALL_HINT, Simulator
@@ -171,6 +172,36 @@ def test_the_command_list_helps_and_an_unknown_command_is_one_line(capsys):
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and "no-such-command" in err, err
 
+
+
+def list_options():
+    """Every command's options that take a list (nargs + or *), with two values each accepts."""
+    pool = ["1", "2", "3", "64", "128", "256", "16384", "65536", "n=4", "n=8"]
+    for name in COMMANDS:
+        for action in command_parser(name)._actions:
+            if action.option_strings and action.nargs in ("+", "*"):
+                accepted = []
+                for text in pool:
+                    try:
+                        (action.type or str)(text)
+                    except (ValueError, TypeError, argparse.ArgumentTypeError):
+                        continue
+                    accepted.append(text)
+                yield name, action, accepted[:2]
+
+
+def test_a_list_option_given_twice_keeps_both_lists():
+    """argparse alone keeps a repeated option's last list and drops the first without a word."""
+    seen = 0
+    for name, action, (one, two) in list_options():
+        option, convert = action.option_strings[-1], action.type or str
+        parse = command_parser(name).parse_args
+        assert getattr(parse([option, one]), action.dest) == [convert(one)], (name, option)
+        got = getattr(parse([option, one, option, two, one]), action.dest)
+        assert got == [convert(one), convert(two), convert(one)], (name, option, got)
+        assert getattr(parse([]), action.dest) == action.default, (name, option)
+        seen += 1
+    assert seen >= 10, f"only {seen} list options found"
 
 # ---- a mistake is one line, exit status 2, before any work ---------------------------------------
 

@@ -71,8 +71,28 @@ class BadArgument(Exception):
 # ---- arguments -----------------------------------------------------------------------------------
 
 
+class _Store(argparse.Action):
+    """argparse's plain store, except that a list option (``nargs="+"`` or ``"*"``) given more than
+    once gathers the values of every occurrence: argparse itself keeps the last occurrence's alone,
+    so ``--only A --only B`` would run B and drop A without a word. The first occurrence replaces
+    the default (an option's default list is never appended to)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        gathers = self.nargs in ("+", "*") and option_string is not None
+        if gathers and isinstance(before, list) and before is not self.default:
+            values = before + list(values)
+        setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose error is one line (no usage block), exit status 2."""
+    """An ArgumentParser whose error is one line (no usage block), exit status 2, and whose list
+    options gather every occurrence (``_Store``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Store)
+        self.register("action", "store", _Store)
 
     def error(self, message: str):
         hint = "" if "(see " in message else " (see --help)"
