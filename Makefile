@@ -87,7 +87,7 @@ test-full: $(STAMP) tools
 lint: $(STAMP)
 	verilator --lint-only -Wall --default-language 1364-2005 -Irtl rtl/lint.vlt rtl/*.v --top-module ga2
 	verilator --lint-only -Wall --timing --default-language 1364-2005 -Irtl -y rtl rtl/lint.vlt \
-	  tb/ga2_tb.v tb/ga2_sys.v tb/axi_mem.v --top-module ga2_tb
+	  tb/ga2_tb.v tb/ga2_sys.v tb/extmem_rw.v --top-module ga2_tb
 	$(PY) -m ruff check model tools tests
 	$(PY) tools/gen_exp_lut.py --check
 

@@ -1,7 +1,7 @@
 `timescale 1ns/1ps
 `default_nettype none
 `include "ga2_cfg.vh"
-// ga2_sys: GA2 with its external memory (tb/axi_mem.v) on the AXI4 port, as every testbench that
+// ga2_sys: GA2 with its external memory (tb/extmem_rw.v) on the AXI4 port, as every testbench that
 // runs whole programs uses it: the replay testbench (tb/ga2_tb.v) and the cocotb bench
 // (tb/cocotb/ga2_wrap.v). The memory has EXTW words, and the chip's ext_limit says so. The
 // testbenches reach u_ga2 and u_ext.mem by name (to fill and check the memories between programs).
@@ -10,7 +10,7 @@ module ga2_sys #(
 ) (
     input  wire        clk,
     input  wire        rst,
-    input  wire [4:0]  latency,    // the memory's (tb/axi_mem.v)
+    input  wire [4:0]  latency,    // the memory's (tb/extmem_rw.v)
     input  wire [6:0]  stall_pct,
     input  wire [31:0] stall_seed,
     input  wire        imem_we,
@@ -27,7 +27,7 @@ module ga2_sys #(
     output wire [31:0] c4,
     output wire [31:0] h_unit,
     output wire [31:0] h_sync,
-    output wire        wr_en,      // the memory writes words this cycle (axi_mem.v)
+    output wire        wr_en,      // the memory writes words this cycle (extmem_rw.v)
     output wire [31:0] wr_addr,
     output wire [`GA2_EXT_WORDS_D-1:0] wr_mask
 );
@@ -109,7 +109,7 @@ module ga2_sys #(
         .m_axi_bvalid(axi_bvalid)
     );
 
-    axi_mem #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D)) u_ext (
+    extmem_rw #(.EXTW(EXTW), .WORDS(`GA2_EXT_WORDS_D)) u_ext (
         .clk(clk), .rst(rst), .latency(latency), .stall_pct(stall_pct), .stall_seed(stall_seed), .wr_en(wr_en), .wr_addr(wr_addr), .wr_mask(wr_mask),
         .s_axi_arid(axi_arid),
         .s_axi_araddr(axi_araddr),

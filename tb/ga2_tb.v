@@ -55,13 +55,13 @@
 //
 // Plusargs: +PROG=<file> (default out/ga2_programs.hex, relative to the working directory; at most
 // PATH_MAX characters, a longer one is a FAIL), +LATENCY=<cycles> (the external memory's
-// latency, tb/axi_mem.v: decimal digits only, 0..30, default 4 = the default configuration's ext_latency;
+// latency, tb/extmem_rw.v: decimal digits only, 0..30, default 4 = the default configuration's ext_latency;
 // model/replay/simulators.py always passes the active configuration's, so one build serves every latency). A
 // +WATCHDOG=<cycles> (the most cycles a program may run before it is a FAIL: decimal digits,
 // 1..999999999, default the WATCHDOG define, 2000000). A +LATENCY or +WATCHDOG that is empty, not a
 // decimal number, out of range or without '=' is a FAIL naming it. +STALL=<percent>, 0..90, and
 // +SEED=<number>, 0..999999999 (default 0 and 1): the memory's channels stall that percentage of
-// cycles on the seeded schedule of tb/axi_mem.v (capra.dma.StallSchedule), checked as strictly.
+// cycles on the seeded schedule of tb/extmem_rw.v (capra.dma.StallSchedule), checked as strictly.
 // +TIMELINE prints every event of the timeline (see below).
 // Defines: EXTW, DUMP (prints each program's counters), WATCHDOG, MAXWORDS, WAVES (out/ga2.vcd).
 //
@@ -97,7 +97,7 @@ module ga2_tb;
     localparam integer SPW        = GA2_SRAM_WORDS;
     localparam integer SAW        = GA2_SRAM_AW;
     localparam integer EWORDS     = `GA2_EXT_WORDS_D;  // words of an external request
-    localparam integer XAW        = (EXTW > 1) ? $clog2(EXTW) : 1;  // axi_mem's address bits
+    localparam integer XAW        = (EXTW > 1) ? $clog2(EXTW) : 1;  // extmem_rw's address bits
     localparam integer MAX_PROGS  = 65535;
     localparam integer PATH_MAX   = 4096;          // characters of +PROG (Linux's PATH_MAX; see model/replay/simulators.py)
     localparam integer PATH_SHOWN = 200;           // characters of it a message shows (its end)
@@ -184,7 +184,7 @@ module ga2_tb;
     end
 
     // ---- the external writes of a program ---------------------------------------------------
-    // Every write the memory does (tb/axi_mem.v: the words wr_mask names, from wr_addr, within its
+    // Every write the memory does (tb/extmem_rw.v: the words wr_mask names, from wr_addr, within its
     // XAW address bits): its first address and mask, reset or not (the memory does them either
     // way). Emptied at the rising edge after the testbench sets wlog_clear (at the start of each
     // program's reset); past LOG_MAX beats only counted.

@@ -56,7 +56,7 @@ def _rtl(*names: str) -> tuple[str, ...]:
 
 
 # Icarus finds the modules a block instantiates in rtl/ by name (-y), so a row names its top only
-GA2_SOURCES = _rtl("ga2") + ("tb/axi_mem.v", "tb/ga2_sys.v", "tb/cocotb/ga2_wrap.v")
+GA2_SOURCES = _rtl("ga2") + ("tb/extmem_rw.v", "tb/ga2_sys.v", "tb/cocotb/ga2_wrap.v")
 
 BLOCKS = [
     Block("requant", "requant", _rtl("requant"), "cocotb_requant"),

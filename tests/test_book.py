@@ -3,9 +3,10 @@
 The book's ch15_run listing puts tools/ and model/ on its path by hand, imports the modules it
 names (hw, ga2_progs, tiny_lm, paged_lm, paged_tests), writes out/ga2_programs.hex as the number
 of programs followed by ga2_progs.record(code, ext) for each step, and runs the testbench with
-hw.sim_icarus and hw.sim_verilator, no +PROG, defines EXTW and DUMP. This test does the same, in
-a copy of the repository (the listing writes a fixed path under the repository's out/), and
-requires both simulators to pass with identical counters.
+hw.sim_icarus and hw.sim_verilator on the sources the chapter lists (the blocks of rtl/,
+tb/extmem_rw.v and tb/ga2_tb.v, in its order), no +PROG, defines EXTW and DUMP. This test does
+the same, in a copy of the repository (the listing writes a fixed path under the repository's
+out/), and requires both simulators to pass with identical counters.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.join(tools, "..", "model"))
 import hw, ga2_progs, tiny_lm, paged_lm, paged_tests
 
 sources = ["rtl/sram.v", "rtl/dma.v", "rtl/systolic.v", "rtl/requant.v", "rtl/exp_lut.v", "rtl/divu.v",
-           "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v", "tb/axi_mem.v", "tb/ga2_sys.v",
+           "rtl/rowmem.v", "rtl/ga2_vec.v", "rtl/ga2_sm.v", "rtl/ga2_mm.v", "rtl/ga2.v", "tb/extmem_rw.v",
            "tb/ga2_tb.v"]
 steps = 8
 model = tiny_lm.make_model("structured")

@@ -47,7 +47,7 @@ SKID = 4  # STORE beats between the scratchpad read and the output registers (rt
 
 
 def stall_hash(seed: int, channel: int, cycle: int) -> int:
-    """A 32-bit hash of (seed, channel, cycle), the same in tb/axi_mem.v: which cycles stall."""
+    """A 32-bit hash of (seed, channel, cycle), the same in tb/extmem_rw.v: which cycles stall."""
     x = (cycle * 0x9E3779B1 + seed * 0x85EBCA6B + channel * 0xC2B2AE35) & 0xFFFFFFFF
     x ^= x >> 16
     x = (x * 0x7FEB352D) & 0xFFFFFFFF
@@ -61,7 +61,7 @@ class StallSchedule:
     """A memory that is not always ready: in cycle c (counted from reset, as counter c0 counts)
     channel ch stalls when stall_hash(seed, ch, c) % 100 < percent. A stalled AR, AW or W channel
     has its ready low; a stalled R or B channel holds back the answer that is due (answers stay in
-    order). tb/axi_mem.v applies the same schedule (+STALL=percent, +SEED=seed), so the machine
+    order). tb/extmem_rw.v applies the same schedule (+STALL=percent, +SEED=seed), so the machine
     model predicts every cycle counter under it."""
 
     percent: int

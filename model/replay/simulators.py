@@ -2,7 +2,8 @@
 
 A compiled simulator is kept in the build cache (``out/sim/``, or the folder named by the
 ``CAPRA_SIM_CACHE`` environment variable), keyed by the contents of every source it reads (the
-files named, and every ``rtl/*.v`` and ``rtl/*.vh``, which the simulators find by module name), the
+files named, and every ``rtl/*.v``, ``rtl/*.vh`` and ``tb/*.v``, which the simulators find by module
+name), the
 top module, the defines, the flags and the simulator's version (the sources as a set: the order
 they are named in does not change what is built). So a build is made once per change
 of RTL, configuration or tool, and two copies of the repository with the same RTL can share one.
@@ -41,11 +42,13 @@ from . import runs
 from .runs import ROOT, UserError, note, run_command
 
 INCLUDE_DIR = ROOT / "rtl"
+TB_DIR = ROOT / "tb"  # the testbench's modules, found by name too: the chapter's listing names
+# tb/extmem_rw.v and tb/ga2_tb.v, and the simulator finds ga2_sys (the chip on that memory) here
 CACHE_ENV = "CAPRA_SIM_CACHE"
 
-# The replay testbench. The simulators find the modules ga2 instantiates in rtl/ by name ("-y"), so
-# a new module in its own file needs no change here.
-GA2_FILES = ("rtl/ga2.v", "tb/axi_mem.v", "tb/ga2_sys.v", "tb/ga2_tb.v")
+# The replay testbench. The simulators find the modules ga2 instantiates in rtl/, and the
+# testbench's in tb/, by name ("-y"), so a new module in its own file needs no change here.
+GA2_FILES = ("rtl/ga2.v", "tb/extmem_rw.v", "tb/ga2_sys.v", "tb/ga2_tb.v")
 GA2_TOP = "ga2_tb"
 
 INSTALL_HINT = {
@@ -118,8 +121,9 @@ def build_key(kind: str, files: Sequence[Path], top: str, defines: Sequence[str]
     h = hashlib.sha256(f"{kind}|{_version(kind)}|{top}|{'|'.join(defines)}|{flags}".encode())
     extra = [VERILATOR_HOOKS, *_main_of(top)] if kind == "verilator" else []
     # the sources as a set: the chapter's listing names every rtl/*.v in its own order, and builds
-    # the same simulator as the replay's three files with the modules found in rtl/
-    sources = {_shown(f): f for f in [*files, *extra, *INCLUDE_DIR.glob("*.vh"), *INCLUDE_DIR.glob("*.v")]}
+    # the same simulator as the replay's four files with the modules found in rtl/ and tb/
+    found = [*INCLUDE_DIR.glob("*.vh"), *INCLUDE_DIR.glob("*.v"), *TB_DIR.glob("*.v")]
+    sources = {_shown(f): f for f in [*files, *extra, *found]}
     for shown in sorted(sources):
         h.update(shown.encode())
         h.update(sources[shown].read_bytes())
@@ -157,7 +161,7 @@ def build_icarus(files: Iterable[str | os.PathLike], top: str, defines: Sequence
         if not out.exists():
             with runs.atomic_path(out) as tmp:
                 _check(["iverilog", "-g2005", "-Wall", "-Wno-timescale", "-I", str(INCLUDE_DIR), "-y",
-                        str(INCLUDE_DIR), "-s", top, "-o", str(tmp), *(f"-D{d}" for d in defines),
+                        str(INCLUDE_DIR), "-y", str(TB_DIR), "-s", top, "-o", str(tmp), *(f"-D{d}" for d in defines),
                         *map(str, paths)], "iverilog")
     return out
 
@@ -182,7 +186,7 @@ def build_verilator(files: Iterable[str | os.PathLike], top: str, defines: Seque
             main = _main_of(top)
             _check(["verilator", "--cc", "--exe", "--timing", *([] if main else ["--main"]), "-O2",
                     "--default-language", "1364-2005", "--top-module", top, f"-I{INCLUDE_DIR}", "-y",
-                    str(INCLUDE_DIR), "--Mdir", str(work), "-o", f"V{top}", *VERILATOR_FLAGS,
+                    str(INCLUDE_DIR), "-y", str(TB_DIR), "--Mdir", str(work), "-o", f"V{top}", *VERILATOR_FLAGS,
                     *(f"-D{d}" for d in defines), *map(str, paths), str(VERILATOR_HOOKS), *map(str, main)],
                    "verilator")
             runtime = cache_dir() / f"verilator-runtime-{_runtime_key(work, top)}"

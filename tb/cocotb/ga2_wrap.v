@@ -1,14 +1,14 @@
 `timescale 1ns/1ps
 `default_nettype none
 `include "ga2_cfg.vh"
-// ga2_wrap: GA2 with tb/axi_mem.v's external memory (tb/ga2_sys.v, as tb/ga2_tb.v uses it). The cocotb
+// ga2_wrap: GA2 with tb/extmem_rw.v's external memory (tb/ga2_sys.v, as tb/ga2_tb.v uses it). The cocotb
 // test loads each program through ga2's instruction memory port while rst is high, and fills and reads
 // the external memory's `mem` array directly between programs (u_sys.u_ext.mem, as ga2_tb.v does). There is no
 // back door into the chip: the scratchpad is never cleared, and a program only reads words it wrote.
 module ga2_wrap #(
     parameter integer EXTW         = 1024,  // capra.randprog.SPAN
     parameter integer LATENCY      = 4,     // capra.isa.EXT_LATENCY
-    parameter integer STALL        = 0,     // percent of cycles each memory channel stalls (tb/axi_mem.v)
+    parameter integer STALL        = 0,     // percent of cycles each memory channel stalls (tb/extmem_rw.v)
     parameter integer SEED         = 1      // the stall schedule's seed
 ) (
     input  wire        clk,

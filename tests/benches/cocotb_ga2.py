@@ -2,7 +2,7 @@
 
 For each program the test writes the code and a HALT (four zero words, so the code never runs into what an
 earlier program left in the instruction memory) through ga2's imem port while rst is high, as tb/ga2_tb.v
-does, and sets the external memory image in tb/axi_mem.v's `mem` array. The scratchpad is not cleared: a
+does, and sets the external memory image in tb/extmem_rw.v's `mem` array. The scratchpad is not cleared: a
 program only reads scratchpad words it wrote (the machine model rejects any other). Then reset is released
 and the test waits for `halted`. Every external memory word and the seven counters (c0..c4, h_unit,
 h_sync) must equal what model/capra/machine.py:run_program says for the wrapper's read latency (the

@@ -1,6 +1,6 @@
 `timescale 1ns/1ps
 `default_nettype none
-// axi_mem: the external memory of the testbenches, an AXI4 slave of EXTW 32-bit words with a data
+// extmem_rw: the external memory of the testbenches, an AXI4 slave of EXTW 32-bit words with a data
 // bus of WORDS words (1 or 2). It serves what GA2's DMA sends (rtl/dma.v): single-beat bursts with
 // ID 0. Byte addresses; the bus lanes follow the address as AXI defines them (word j of the bus is
 // word 2*floor(addr/8) + j of a two-word bus), and a write changes the bytes its strobes name.
@@ -23,7 +23,7 @@
 //
 // wr_en, wr_addr, wr_mask tell a testbench which words each write changes (the aligned first word,
 // and a bit per word of the bus). The testbench fills and checks `mem` directly between programs.
-module axi_mem #(
+module extmem_rw #(
     parameter integer EXTW         = 8192,
     parameter integer WORDS        = 1
 ) (
