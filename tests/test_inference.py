@@ -488,6 +488,20 @@ def test_temperature_sharpens_before_the_nucleus_is_chosen():
     assert set(cold.tolist()) == {0}, "at T=0.1 token 0 alone holds more than 0.7 of the mass"
 
 
+@pytest.mark.parametrize("temperature", [-0.0, -1e-300, -0.5, -7.0])
+def test_a_temperature_at_or_below_zero_is_greedy(random_model, temperature):
+    """The chapter's rule: temperature <= 0 takes the argmax and draws nothing from the generator."""
+    logits = np.random.default_rng(3).normal(size=(5, 11))
+    rng = np.random.default_rng(8)
+    state = rng.bit_generator.state
+    picks = sample_next(logits, temperature, 0.9, rng)
+    np.testing.assert_array_equal(picks, [int(np.argmax(row)) for row in logits])
+    assert rng.bit_generator.state == state, "the greedy branch drew from the generator"
+    ids = np.array([[1, 2, 3], [9, 8, 7]])
+    greedy = generate(random_model, ids, max_new_tokens=5, temperature=0.0, use_cache=False)
+    np.testing.assert_array_equal(generate(random_model, ids, max_new_tokens=5, temperature=temperature), greedy)
+
+
 @pytest.mark.parametrize("temperature", [5e-324, 1e-300, 1e-30])
 def test_a_vanishing_temperature_samples_the_argmax_never_nan(random_model, temperature):
     """logits / 5e-324 overflowed, the probabilities were NaN and every run returned token 0; the
@@ -516,7 +530,6 @@ def test_sample_next_refuses_logits_without_a_finite_maximum(logits, temperature
 @pytest.mark.parametrize(
     "kwargs,ids,name",
     [
-        ({"temperature": -0.1}, [[1, 2]], "temperature"),
         ({"temperature": float("nan")}, [[1, 2]], "temperature"),
         ({"temperature": float("inf")}, [[1, 2]], "temperature"),
         ({"temperature": -float("inf")}, [[1, 2]], "temperature"),

@@ -287,13 +287,14 @@ def _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p
 
 
 def _check_sampling(temperature, top_p) -> None:
-    """temperature: a finite number >= 0 (0 is greedy); top_p: a number in (0, 1]. NaN fails every
-    comparison, so it is named explicitly rather than left to slip past ``< 0``."""
+    """temperature: a finite number (0 or below is greedy, as the chapter defines it); top_p: a
+    number in (0, 1]. NaN fails every comparison, so it is named explicitly rather than left to
+    slip past a comparison."""
     for name, value in (("temperature", temperature), ("top_p", top_p)):
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
             raise ValueError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be finite and >= 0, got {temperature!r}")
+    if not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number, got {temperature!r}")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
@@ -301,7 +302,7 @@ def _check_sampling(temperature, top_p) -> None:
 def sample_next(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> np.ndarray:
     """Pick one token per row of ``logits`` (batch, V).
 
-    temperature == 0: argmax, and the generator is not touched. Otherwise divide by the
+    temperature <= 0: argmax, and the generator is not touched. Otherwise divide by the
     temperature, softmax, keep the smallest set of most-likely tokens whose mass reaches ``top_p``
     (the nucleus is chosen *after* temperature, so a colder distribution gives a smaller set),
     renormalise and draw with one uniform number per row.
@@ -323,7 +324,7 @@ def sample_next(logits: np.ndarray, temperature: float, top_p: float, rng: np.ra
     if not np.isfinite(top).all():  # a NaN anywhere in a row, a +inf, or a row of -inf
         row = int(np.flatnonzero(~np.isfinite(top[:, 0]))[0])
         raise ValueError(f"logits row {row} has no finite maximum (a NaN, a +inf, or nothing but -inf)")
-    if temperature == 0:
+    if temperature <= 0:
         return np.argmax(logits, axis=-1)
     with np.errstate(over="ignore"):  # a tiny temperature sends the non-maxima to -inf: exp gives 0
         scaled = (logits.astype(np.float64) - top) / temperature
@@ -353,7 +354,7 @@ def generate(
 ) -> np.ndarray:
     """Continue each prompt row by ``max_new_tokens`` tokens; return (batch, T_prompt + max_new_tokens).
 
-    Greedy when ``temperature == 0``, otherwise temperature then top-p sampling drawn from
+    Greedy when ``temperature <= 0``, otherwise temperature then top-p sampling drawn from
     ``numpy.random.default_rng(seed)``, so a seed reproduces a run exactly. Any finite temperature
     > 0 samples, however small (no overflow: see ``sample_next``); one far below the logits' gaps
     picks the argmax as greedy does, still drawing from the generator (so cached and uncached runs
@@ -362,7 +363,7 @@ def generate(
     every step reruns the whole prefix (the reference). The sink clamp is memoised once per call.
 
     Raises ValueError naming the argument for a bad shape, token id, ``max_new_tokens``,
-    ``temperature`` (negative, NaN, infinite or not a number) or ``top_p`` (outside (0, 1], NaN or
+    ``temperature`` (NaN, infinite or not a number) or ``top_p`` (outside (0, 1], NaN or
     not a number).
     """
     ids = _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p)
