@@ -1,13 +1,13 @@
-"""MixedKVCache, attention masks, the sink path and generate(): the seed's contracts, in numpy.
+"""MixedKVCache, the cache in the model, the sink clamp and generate(): the seed's contracts, in
+numpy (the attention masks, the sink path and GQA: tests/test_attention.py).
 
 Expected values come from independent computations: a plain Python list model for the cache, a
-loop-by-loop attention for the masks and the sink, the uncached recompute for generate().
+full recompute for the cached keys and the clamp, the uncached recompute for generate().
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from inference import generate as gen
 from inference import mixed_lm
 from inference.generate import CacheCapacityError, MixedKVCache, fill_cache, generate, sample_next
-from inference.mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, attention, make_mixed_model, rotary_tables
+from inference.mixed_lm import SINK_MAX, SINK_MIN, apply_rotary, make_mixed_model, rotary_tables
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -77,7 +77,19 @@ def test_kv_cache_prefill_longer_than_window_keeps_last_window():
     assert token_tags(cache.get(0, True)[0]) == [7.0, 8.0, 9.0, 10.0]
 
 
-def test_kv_cache_seq_len_helper_for_both_kinds_and_before_first_append():
+def test_kv_cache_append_windowed():
+    """One token at a time: seq_len counts up to the window and stays there, and get holds the
+    last `window` tokens, oldest first (a Python list cut to its tail is the reference)."""
+    cache, history, window = MixedKVCache(), [], 4
+    for token in range(11):
+        cache.append(0, *tagged([token]), is_windowed=True, window=window)
+        history.append(float(token))
+        assert cache.seq_len(0) == min(len(history), window)
+        assert token_tags(cache.get(0, True)[0]) == history[-window:]
+
+
+def test_kv_cache_seq_len_helper():
+    """Both kinds of layer, and 0 before the first append."""
     cache = MixedKVCache()
     assert cache.seq_len(0) == 0 and cache.seq_len(1) == 0 and cache.seq_len(99) == 0
     assert cache.get(0, True) == (None, None) and cache.get(1, False) == (None, None)
@@ -91,7 +103,8 @@ def test_kv_cache_seq_len_helper_for_both_kinds_and_before_first_append():
     assert len(cache) == 2
 
 
-def test_kv_cache_reset_forgets_every_layer():
+def test_kv_cache_reset():
+    """reset forgets every layer, and the cache is usable afterwards."""
     cache = MixedKVCache()
     cache.append(0, *tagged(range(4)), is_windowed=True, window=2)
     cache.append(1, *tagged(range(4)), is_windowed=False, window=2)
@@ -276,71 +289,8 @@ def test_kv_cache_global_matches_list_model_up_to_the_cap(cap, chunks):
 
 
 # ---------------------------------------------------------------------------------------------
-# attention: masks, window, sink, GQA
+# the cache in the model (the masks, the window, the sink and GQA: tests/test_attention.py)
 # ---------------------------------------------------------------------------------------------
-
-
-def manual_attention(q, k, v, sink, window=None):
-    """Loop-by-loop reference: explicit mask per (query, key), sink appended, math.exp softmax."""
-    batch, n_heads, t_q, dim = q.shape
-    n_kv, t_k = k.shape[1], k.shape[2]
-    out = np.zeros_like(q)
-    for b in range(batch):
-        for h in range(n_heads):
-            kv = h // (n_heads // n_kv)
-            for i in range(t_q):
-                qi = i + t_k - t_q
-                logits, rows = [], []
-                for j in range(t_k):
-                    if j > qi or (window is not None and qi - j >= window):
-                        continue
-                    logits.append(float(q[b, h, i] @ k[b, kv, j]) / math.sqrt(dim))
-                    rows.append(v[b, kv, j])
-                logits.append(float(sink[h]))
-                top = max(logits)
-                weights = [math.exp(x - top) for x in logits]
-                total = sum(weights)
-                for w, row in zip(weights[:-1], rows, strict=True):
-                    out[b, h, i] += w / total * row
-    return out
-
-
-@pytest.mark.parametrize("window", [None, 3])
-@pytest.mark.parametrize("t_q,t_k", [(6, 6), (1, 7), (3, 8)])   # prefill, decode, chunk into a prefix
-def test_sink_path_matches_manual_reference(window, t_q, t_k):
-    rng = np.random.default_rng(7)
-    q = rng.standard_normal((2, 4, t_q, 5))
-    k = rng.standard_normal((2, 2, t_k, 5))
-    v = rng.standard_normal((2, 2, t_k, 5))
-    sink = np.array([-10.0, 0.5, 3.0, 15.0])
-    got = attention(q, k, v, sink, window=window, max_block_elements=16)   # tiny blocks: many edges
-    np.testing.assert_allclose(got, manual_attention(q, k, v, sink, window), rtol=1e-12, atol=1e-12)
-
-
-def test_sliding_window_blocks_past_keys_at_prefill():
-    rng = np.random.default_rng(1)
-    q = rng.standard_normal((1, 2, 10, 4))
-    k = rng.standard_normal((1, 1, 10, 4))
-    v = rng.standard_normal((1, 1, 10, 4))
-    sink = np.zeros(2)
-    base = attention(q, k, v, sink, window=3)
-    k2, v2 = k.copy(), v.copy()
-    k2[:, :, 2] += 100.0                         # key 2 is out of reach for queries 5..9
-    v2[:, :, 2] -= 100.0
-    changed = attention(q, k2, v2, sink, window=3)
-    np.testing.assert_array_equal(changed[:, :, 5:], base[:, :, 5:])
-    assert not np.allclose(changed[:, :, 2:5], base[:, :, 2:5]), "queries 2..4 do see key 2"
-
-
-def test_gqa_expansion_equals_repeated_heads():
-    rng = np.random.default_rng(2)
-    q = rng.standard_normal((1, 6, 4, 8))
-    k = rng.standard_normal((1, 2, 9, 8))
-    v = rng.standard_normal((1, 2, 9, 8))
-    sink = rng.uniform(-3, 3, size=6)
-    grouped = attention(q, k, v, sink)
-    repeated = attention(q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1), sink)
-    np.testing.assert_allclose(grouped, repeated, rtol=1e-12)
 
 
 def test_cache_stores_kv_heads_not_query_heads(random_model):
@@ -366,21 +316,6 @@ def test_cached_keys_are_rotated_once_at_their_absolute_position(random_model):
     k_ref = apply_rotary(random_model._heads(x @ layer.wk, random_model.n_kv_heads), cos, sin,
                          random_model.rotary_dims)
     np.testing.assert_allclose(cache.get(1, False)[0], k_ref, rtol=1e-10, atol=1e-12)
-
-
-def test_chunked_prefill_into_cached_prefix_is_causal(random_model):
-    rng = np.random.default_rng(5)
-    ids = rng.integers(0, random_model.vocab_size, size=(2, 14))
-    full = random_model.forward(ids, np.arange(14))
-    cache = fill_cache(random_model, ids[:, :8])                  # cached prefix of 8 tokens
-    chunk = random_model.forward(ids[:, 8:], np.arange(8, 14), cache=cache)
-    np.testing.assert_allclose(chunk, full[:, 8:], rtol=1e-9, atol=1e-10)
-    altered = ids.copy()
-    altered[:, 12] = (altered[:, 12] + 1) % random_model.vocab_size   # change a later token of the chunk
-    cache = fill_cache(random_model, altered[:, :8])
-    chunk2 = random_model.forward(altered[:, 8:], np.arange(8, 14), cache=cache)
-    np.testing.assert_array_equal(chunk2[:, :4], chunk[:, :4], err_msg="earlier outputs must not see token 12")
-    assert not np.allclose(chunk2[:, 4:], chunk[:, 4:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,6 +357,16 @@ def test_sink_clamp_is_memoised_once_per_generate_call(random_model, monkeypatch
 # ---------------------------------------------------------------------------------------------
 # generate()
 # ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_generate_use_cache_false_matches_cache_for_one_token(random_model, temperature):
+    """One new token: the cached path is a prefill and one draw, the reference a full recompute."""
+    ids = np.random.default_rng(12).integers(0, random_model.vocab_size, size=(3, 6))
+    cached = generate(random_model, ids, max_new_tokens=1, temperature=temperature, seed=5)
+    uncached = generate(random_model, ids, max_new_tokens=1, temperature=temperature, seed=5, use_cache=False)
+    np.testing.assert_array_equal(cached, uncached)
+    assert cached.shape == (3, 7) and (cached[:, :6] == ids).all()
 
 
 def test_generate_use_cache_false_matches_cache_greedy_whole_generation(random_model):
