@@ -843,6 +843,17 @@ def test_kv_bench_reports_a_cached_decode_that_differs(monkeypatch, capsys):
         "prompt of 64 tokens: the cached decode's tokens differ from the uncached one's"]
 
 
+def test_kv_bench_fails_a_design_below_the_headline_target(monkeypatch, capsys):
+    """Every layer windowed with W = 128K keeps every token: no reduction, 1.0x < 1.8x."""
+    from capra_cli import kv_bench
+
+    assert kv_bench.section_analytical([4096]) == []
+    monkeypatch.setitem(kv_bench.FULL_SIZE_ARCH, "window", kv_bench.HEADLINE_TOKENS)
+    problems = kv_bench.section_analytical([4096])
+    assert problems == [f"the reduction at {kv_bench.HEADLINE_TOKENS} tokens is 1.00x, below the target of 1.80x"]
+    assert "1.00x, NOT met" in capsys.readouterr().out
+
+
 @pytest.mark.heavy
 def test_the_eight_self_check_answers_agree_with_the_chapters_arithmetic(capsys):
     got = call(capsys, "selfcheck")
