@@ -12,6 +12,7 @@ signals, and pytest's own handling of a missing simulator.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -919,6 +920,28 @@ def test_ch15_run_names_a_chip_other_than_the_default_first_and_records_it(capsy
         got = call(capsys, "sim")
     assert got.code == 0 and got.out.splitlines()[0].startswith(f"configuration: {other.label()} "), got.out[:300]
     assert json.loads(sim.RUN_JSON.read_text())["provenance"]["config"] == other.key()
+
+
+@pytest.mark.parametrize("environment,stall,says", [
+    ({}, None, None),
+    ({}, 50, "configuration: L4 S4096 Q4 stall 50% seed 1 (--stall / --stall-seed; the memory stalls, the chip is "
+             "the default)"),
+    ({"GA2_CONFIG": "ext_words=2"}, None, "configuration: L4 S4096 Q4 E2 (GA2_CONFIG / GA2_EXT; the chip and the "
+                                          "model are built for it)"),
+    ({"GA2_CONFIG": "ext_words=2"}, 50, "configuration: L4 S4096 Q4 E2 stall 50% seed 1 (GA2_CONFIG / GA2_EXT and "
+                                        "--stall / --stall-seed; the chip and the model are built for it)"),
+    ({"GA2_CONFIG": "ext_stall=20"}, None, "configuration: L4 S4096 Q4 stall 20% seed 1 (GA2_CONFIG / GA2_EXT; the "
+                                           "chip and the model are built for it)"),
+])
+def test_the_chip_line_names_what_set_the_chip(monkeypatch, environment, stall, says):
+    """`make sim STALL=50` sets the memory on the command line: its line must not name GA2_CONFIG."""
+    for name in (config.ENV, config.ENV_EXT):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    from_env = config.from_environment()
+    with config.use(from_env if stall is None else dataclasses.replace(from_env, ext_stall=stall)):
+        assert common.chip_line() == says
 
 
 EXAMPLE_B = {"contig": [4, 1022, 8192], "paged": {"4": [34, 7852, 7916]}, "share": {"96/16": [72, 30, 0]},

@@ -339,11 +339,17 @@ def chip_argument(option: str, key: str) -> config.Config:
 
 
 def chip_line() -> str | None:
-    """The line that names the active chip on a command's output, None on the default chip (whose
-    output stays the book's)."""
-    if config.active() == config.DEFAULT:
+    """The line that names the active chip on a command's output and what set it (the environment,
+    --stall / --stall-seed, or both), None on the default chip (whose output stays the book's)."""
+    active = config.active()
+    if active == config.DEFAULT:
         return None
-    return f"configuration: {config.active().label()} (GA2_CONFIG / GA2_EXT; the chip and the model are built for it)"
+    environment = config.from_environment()
+    stall = (active.ext_stall, active.ext_seed) != (environment.ext_stall, environment.ext_seed)
+    if environment == config.DEFAULT:  # the memory alone, from the command line: the chip is the default
+        return f"configuration: {active.label()} (--stall / --stall-seed; the memory stalls, the chip is the default)"
+    given = "GA2_CONFIG / GA2_EXT and --stall / --stall-seed" if stall else "GA2_CONFIG / GA2_EXT"
+    return f"configuration: {active.label()} ({given}; the chip and the model are built for it)"
 
 
 def no_chip(why: str) -> None:
