@@ -55,6 +55,40 @@ def test_gathered_attention_equals_the_contiguous_and_the_tiled_program(layer, m
     assert len(got.counters) == (1 if max_tiles is None else -(-tiles // max_tiles))
 
 
+def test_a_context_of_more_pages_than_the_table_holds_splits_into_segments():
+    """Pages of one row: 1,100 keys need 1,100 descriptors, more than the block table's bank group
+    holds (1,024), so the rows go into segments whose descriptors fit; the words are those of the
+    contiguous copy's program and of capra.tiled_attention's own."""
+    rng = np.random.default_rng(11)
+    t, dw = 1100, 16
+    assert t > isa.SRAM_GROUP_WORDS
+    k8, v8 = rng.integers(-127, 128, (t, 64)), rng.integers(-127, 128, (t, 64))
+    order = rng.permutation(t)  # page p of the request is row order[p] of the pool
+    pool = np.zeros((t, 2 * dw), dtype=np.uint32)
+    pool[order, :dw], pool[order, dw:] = isa.pack_int8_rows(k8).reshape(t, dw), isa.pack_int8_rows(v8).reshape(t, dw)
+    ext = np.concatenate([pool.reshape(-1), (order * 2 * dw).astype(np.uint32)])
+    paged = pa.PagedKV(pool.size, t, 0, 2 * dw, 0, dw, 64)
+    q8 = rng.integers(-127, 128, (2, 64))
+    args = (7803, 24, isa.SM_SCALE_ONE)
+    prog = pa.build(q8, ext, paged, 0, t, *args)
+    assert len(prog.segments) > 1
+    kc, vc = isa.pack_int8_rows(k8), isa.pack_int8_rows(v8)
+    flat = pa.run(pa.build(q8, np.concatenate([kc, vc]), pa.Contiguous(0, len(kc), 64), 0, t, *args))
+    own, _m = ta.run(ta.build(q8, k8, v8, *args, tile=pa.TILE))
+    got = pa.run(prog)
+    assert (got.out == flat.out).all() and (got.out == own).all()
+
+
+def test_the_command_refuses_a_context_past_the_memory_it_can_address():
+    """The largest context's programs fit the chip's largest external memory, the next page's not."""
+    assert cli.image_words(cli.MAX_CONTEXT) <= config.EXT_MEMORY_MAX < cli.image_words(cli.MAX_CONTEXT + cli.PAGE)
+    host = cli.Host(cli.pool_pages(64), 0)
+    for _ in range(64):
+        host.append(0)
+    ext, _paged = host.image(0, cli.LAYER, cli.HEAD)
+    assert len(ext) + 2 * 16 + 4 * 2 + 2 * 64 + 2 * 16 <= cli.image_words(64)
+
+
 def test_the_host_words_of_a_step():
     """With the chip's gather the host writes the new row into each group's page and the changed
     descriptors; a host copy adds every attended row of every layer (K and V, both heads)."""

@@ -144,8 +144,11 @@ def build(q8: np.ndarray, ext: np.ndarray, source: PagedKV | Contiguous, lo: int
     segments = []
     with config.use(cfg):
         first = 0
+        # a gathering segment's descriptors fit the block table's bank group (a page less, for a
+        # segment that starts inside a page)
+        table_tiles = max(1, ((isa.SRAM_GROUP_WORDS - 1) << source.page_shift) // tile) if gather else ntiles
         while first < ntiles:
-            cap = min(ntiles - first, max_tiles or ntiles)
+            cap = min(ntiles - first, max_tiles or ntiles, table_tiles)
             while True:
                 code = _emit(q8.shape, source, lo, hi, tile, first, first + cap, ntiles, sp,
                              ta.Addresses(q_ext, st_ext, o_ext, out_ext), qa, qs, smul, out_shift, image)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from capra import isa
+from capra import config, isa
 from capra import paged_attention as pa
 from capra import tiled_attention as ta
 from replay import runs
@@ -47,12 +47,35 @@ from serving.page_groups import PageGroups
 from .common import Parser, Progress, distinct, finish, int_range, memory_per_program
 
 CONTEXTS = (1024, 2048, 4096, 8192, 16384)
-MAX_CONTEXT = 32768
 WINDOWS = (128, None, 128, None)  # the mixed model's layer pattern
 KV_HEADS, HEAD_DIM, GROUP = 2, 64, 2  # two KV heads of 64, two query heads per KV head
 PAGE = 16
 LAYER, HEAD = 1, 0  # the global layer and the KV head whose attention runs on the chip
 NEIGHBOUR_EVERY = 4  # the second request appends one token for every four of the first
+
+
+def pool_pages(context: int) -> int:
+    """Pages of the pool for a run up to `context`: the request's and its neighbour's, and two spare."""
+    probe = PageGroups(WINDOWS, 1, PAGE)
+    return probe.pages_needed(context) + probe.pages_needed(context // NEIGHBOUR_EVERY + 1) + 2
+
+
+def image_words(context: int) -> int:
+    """The external memory of the largest program at `context` (``Host.image`` and ``pa.build``):
+    the pool page for page, one descriptor a page at most, then the queries, the rows' states,
+    the int32 output and the int8 result."""
+    dw = HEAD_DIM // 4
+    pages = pool_pages(context)
+    return pages * Host(1, 0).page_words + pages + GROUP * dw + ta.STATE_WORDS * GROUP + GROUP * HEAD_DIM + GROUP * dw
+
+
+def largest_context() -> int:
+    """The longest context whose programs' external memory the chip can address
+    (``config.EXT_MEMORY_MAX`` words), in whole pages."""
+    context = PAGE
+    while image_words(context + PAGE) <= config.EXT_MEMORY_MAX:
+        context += PAGE
+    return context
 
 
 class Host:
@@ -108,6 +131,9 @@ class Host:
                                k_off, v_off, HEAD_DIM)
 
 
+MAX_CONTEXT = largest_context()
+
+
 def arguments(ap: Parser) -> None:
     ap.add_argument("--contexts", type=int_range(PAGE, MAX_CONTEXT), nargs="+", default=list(CONTEXTS), metavar="T",
                     help=f"context lengths in tokens, {PAGE}..{MAX_CONTEXT} (default {' '.join(map(str, CONTEXTS))})")
@@ -119,8 +145,7 @@ def main(args) -> int:
     distinct("--contexts", args.contexts)
     contexts = sorted(args.contexts)
     last = contexts[-1]
-    probe = PageGroups(WINDOWS, 1, PAGE)
-    host = Host(probe.pages_needed(last) + probe.pages_needed(last // NEIGHBOUR_EVERY + 1) + 2, args.seed)
+    host = Host(pool_pages(last), args.seed)
     rng = np.random.default_rng(args.seed + 1)
     q8 = rng.integers(-127, 128, (GROUP, HEAD_DIM))
     qa, qs, smul = 7803, 24, isa.SM_SCALE_ONE  # int8 logits of std about 20 in steps of 1/16

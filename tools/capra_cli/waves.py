@@ -37,7 +37,8 @@ def main(args) -> int:
     m = T.make_model("structured")
     check_context("--context", args.context, m)
     replay.require("iverilog")
-    _toks, steps = PL.PagedChip(m, args.context, paged=False).generate(0, args.context)
+    pages = -(-args.context // 4) + 1  # the host's pool, pages of 4 rows: enough for the whole context
+    _toks, steps = PL.PagedChip(m, args.context, paged=False, n_pages=pages).generate(0, args.context)
     step = steps[-1]
     print(asm.listing(step.code))
     record = image.record(step.code, step.ext)
