@@ -772,6 +772,18 @@ def test_waves_fails_and_keeps_no_waveform_when_the_replay_fails(capsys, monkeyp
     assert waves.VCD.is_relative_to(sandbox) and not waves.VCD.exists()
 
 
+@pytest.mark.heavy
+def test_waves_decodes_a_context_past_the_default_pool(capsys, monkeypatch, sandbox):
+    """Contexts 257 .. the limit need more than 64 pages of 4 rows: the host's pool is sized for the
+    context (the replay is a stand-in here: the decode before it is what ran out of pages)."""
+    from capra_cli import waves
+
+    monkeypatch.setattr(replay, "require", lambda *tools: None)
+    monkeypatch.setattr(waves, "sim_icarus", lambda *a, **k: (0, "FAIL: stand-in\n"))
+    got = call(capsys, "waves", "--context", "300")
+    assert got.code == 1 and "FAIL: stand-in" in got.out and "Traceback" not in got.err, got.err[-2000:]
+
+
 def test_bench_stops_with_exit_1_when_a_timed_replay_does_not_pass(capsys, monkeypatch, tmp_path):
     from capra_cli import bench
 
