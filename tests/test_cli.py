@@ -406,6 +406,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--contexts", "128", "128", says="--contexts"),
         bad("--goal", "1.5", says="--goal"),
         bad("--goal-context", "many", says="--goal-context"),
+        bad("--contexts", "128", "--goal-context", "256", says=("--goal-context", "256", "not among")),
+        bad("--contexts", "131072", "--no-figure", says=("--contexts", "131072", "4194304")),
+        bad("--kv", "paged", "--contexts", "131072", "--no-figure", says=("--contexts", "131072", "--kv paged")),
     ],
     "tiled-attention": [
         bad("--contexts", "0", says="--contexts"),

@@ -25,7 +25,10 @@ Writes out/chip_context.png and out/chip_context.json (configuration and commit;
 out/chip_context_paged.*) unless --no-figure.
 
 Exit status 0 when every step takes at least its word bound and, if --goal-context is among the
-contexts, the mixed step there reaches --goal of its bound; 1 otherwise; 2 for a bad argument.
+contexts, the mixed step there reaches --goal of its bound (the default goal context outside the
+contexts asked for is said to be not checked; one named with --goal-context must be among them); 1
+otherwise; 2 for a bad argument, a context whose programs do not fit the chip's largest external
+memory among them (found before the table, by working out that context's step first).
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ import time
 from capra import config
 from inference.chip_context import LAYOUTS, StepCycles, step_cost
 from inference.chip_pages import ChipPages
-from inference.mixed_chip import KV_MODES, MixedChip, calibrate, equalize
+from inference.mixed_chip import KV_MODES, MixedChip, MixedChipError, calibrate, equalize
 from inference.mixed_lm import make_mixed_model
 from replay import runs
 
-from .common import Parser, Progress, distinct, finish, in_range, int_range, own_chip
+from .common import BadArgument, Parser, Progress, distinct, finish, in_range, int_range, own_chip
 from .mixed_chip import CALIB_SEED, _prompts
 
 CONTEXTS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -56,8 +59,9 @@ def arguments(ap: Parser) -> None:
                          "(default contiguous)")
     ap.add_argument("--contexts", type=int_range(1, MAX_CONTEXT), nargs="+", default=list(CONTEXTS), metavar="T",
                     help=f"contexts in tokens, 1..{MAX_CONTEXT} (default {' '.join(map(str, CONTEXTS))})")
-    ap.add_argument("--goal-context", type=int_range(1, MAX_CONTEXT), default=GOAL_CONTEXT, metavar="T",
-                    help=f"the context whose mixed step is held to --goal (default {GOAL_CONTEXT})")
+    ap.add_argument("--goal-context", type=int_range(1, MAX_CONTEXT), default=None, metavar="T",
+                    help=f"the context whose mixed step is held to --goal, one of --contexts (default {GOAL_CONTEXT}, "
+                         "checked when it is among them)")
     ap.add_argument("--goal", type=in_range(float, 0.0, 1.0), default=GOAL,
                     help=f"the least word bound / cycles accepted there, 0..1 (default {GOAL})")
     ap.add_argument("--no-figure", action="store_true", help="print the table only (no PNG, no JSON)")
@@ -109,11 +113,20 @@ def main(args) -> int:
     distinct("--contexts", args.contexts)
     own_chip()
     contexts = sorted(args.contexts)
+    if args.goal_context is not None and args.goal_context not in contexts:
+        asked = " ".join(map(str, contexts))
+        raise BadArgument("--goal-context", f"{args.goal_context} is not among the contexts ({asked})")
+    goal_context = GOAL_CONTEXT if args.goal_context is None else args.goal_context
     start = time.monotonic()
     chip = chip_for_benchmark(args.kv)
     paged = args.kv == "paged"
     costs = StepCycles(chip)
     loads = StepCycles(chip, fetch="load") if paged else None
+    for layout in LAYOUTS:  # the longest context first: one whose programs do not fit is refused before the table
+        try:
+            step_cost(costs, layout, contexts[-1])
+        except (MixedChipError, config.ConfigError) as error:
+            raise BadArgument("--contexts", f"{contexts[-1]} with --kv {args.kv} ({layout} layers): {error}") from None
     if paged:
         print(f"chip: {chip.cfg.n}x{chip.cfg.n} array, scratchpad {chip.cfg.sram_words} words; K/V in pages of "
               f"{ChipPages.page_of(chip)} rows in external memory, every attention tiled ({chip.paged_tile}-key "
@@ -150,7 +163,7 @@ def main(args) -> int:
             checks += 1
             if c.cycles < c.word_bound:
                 problems.append(f"{layout} at {t}: {c.cycles} cycles, below the word bound {c.word_bound}")
-            if layout == "mixed" and t == args.goal_context:
+            if layout == "mixed" and t == goal_context:
                 checks += 1
                 verdict = "reached" if c.efficiency >= args.goal else "MISSED"
                 goal_line = (f"goal: the mixed step at {t} tokens takes {c.cycles} cycles for a word bound of "
@@ -166,8 +179,10 @@ def main(args) -> int:
         print("LOAD cycles: the same programs with each K and V tile LOADed from a contiguous copy; gather +: what "
               "the gathers add (three cycles a page for its descriptor, and each program's load of its table slice, "
               "where not hidden)")
-    if args.goal_context in contexts:
+    if goal_context in contexts:
         print(goal_line)
+    else:
+        print(f"goal: not checked (the goal context, {goal_context} tokens, is not among the contexts)")
     if not args.no_figure:
         prov = runs.provenance(chip.cfg)
         data = {"command": "capra chip-context" + (" --kv paged" if paged else ""), "contexts": contexts,
@@ -175,9 +190,9 @@ def main(args) -> int:
                 "cycles_method": "machine model, each distinct program once on a zero image", "rows": rows,
                 "provenance": prov}
         name = "chip_context_paged" if paged else "chip_context"
-        png = figure(rows, prov, args.goal_context, name + ".png")
+        png = figure(rows, prov, goal_context, name + ".png")
         js = runs.write_json(runs.OUT / f"{name}.json", data)
         print(f"wrote {png} and {js} ({time.monotonic() - start:.0f} s)")
     return finish(problems, checks, "every step takes at least its word bound"
-                  + (f"; the mixed step at {args.goal_context} reaches {args.goal} of its bound"
-                     if args.goal_context in contexts else ""))
+                  + (f"; the mixed step at {goal_context} reaches {args.goal} of its bound"
+                     if goal_context in contexts else ""))
