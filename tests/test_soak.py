@@ -82,6 +82,24 @@ def test_every_program_matches(fake, capsys):
     assert bench.runs == 4  # two batches, two simulators
 
 
+@pytest.mark.parametrize("argv,stalls", [((), {"+STALL=25"}), (("--stall", "0"), set()),
+                                          (("--stall", "40"), {"+STALL=40"})])
+def test_the_memory_stalls_as_the_configuration_says_unless_stall_is_given(fake, capsys, argv, stalls):
+    """GA2_CONFIG's ext_stall is the default of --stall (a default of 0 used to override it: the
+    batches ran on a memory that never stalls under a line that said it did)."""
+    seen: list[tuple[str, ...]] = []
+
+    def bench(files, top, defines=(), plusargs=(), timeout=None, cwd=None):
+        seen.append(tuple(plusargs))
+        return FakeBench()(files, top, defines, plusargs, timeout, cwd)
+
+    fake(bench)
+    with config.use(config.Config(ext_stall=25)):
+        code, out, _err = soak_main(capsys, "-n", "2", "--batch", "1", "-j", "1", *argv)
+    assert code == 0, out
+    assert len(seen) == 4 and {a for run in seen for a in run if a.startswith("+STALL=")} == stalls, seen
+
+
 def test_a_mismatch_is_counted_and_the_rest_of_its_batch_still_checked(fake, capsys):
     [batch] = soak.batches(5, 5, 0)
     seeds = batch.seeds()

@@ -242,9 +242,10 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--batch", type=int_range(1, 5000), default=250,
                     help="programs per simulator run, 1..5000 (default 250)")
     executor.arguments(ap, "batches")
-    ap.add_argument("--stall", type=int_range(0, config.STALL_MAX), default=0,
-                    help=f"percent of cycles each AXI channel of the memory stalls, 0..{config.STALL_MAX} (default 0: "
-                         "always ready); the model runs on the same seeded schedule")
+    ap.add_argument("--stall", type=int_range(0, config.STALL_MAX), default=None,
+                    help=f"percent of cycles each AXI channel of the memory stalls, 0..{config.STALL_MAX} "
+                         "(default: the configuration's, 0 unless GA2_CONFIG sets ext_stall); the model runs on the "
+                         "same seeded schedule")
     ap.add_argument("--fresh", action="store_true", help="forget the saved state of this run and start over")
 
 
@@ -253,11 +254,12 @@ def main(args) -> int:
     if config.active().ext_memory < SPAN:
         raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
                         f"{config.active().ext_memory}")
-    state = load_state(args.seed, args.batch, args.fresh, args.stall)
+    stall = config.active().ext_stall if args.stall is None else args.stall
+    state = load_state(args.seed, args.batch, args.fresh, stall)
     replay.require()
-    plan = batches(args.programs, args.batch, args.seed, args.stall)
-    if args.stall:
-        print(f"memory: every AXI channel stalls {args.stall}% of the cycles (a schedule seed per batch)", flush=True)
+    plan = batches(args.programs, args.batch, args.seed, stall)
+    if stall:
+        print(f"memory: every AXI channel stalls {stall}% of the cycles (a schedule seed per batch)", flush=True)
     if (line := chip_line()) is not None:
         print(line, flush=True)
     todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
