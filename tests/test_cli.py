@@ -775,6 +775,20 @@ def test_waves_fails_and_keeps_no_waveform_when_the_replay_fails(capsys, monkeyp
     assert waves.VCD.is_relative_to(sandbox) and not waves.VCD.exists()
 
 
+@pytest.mark.parametrize("minimum,code,verdict", [("99", 1, "BELOW the 99% goal"), ("98.5", 0, "meets the 98.5% goal")])
+def test_visibility_holds_the_share_to_min_and_says_so(capsys, monkeypatch, minimum, code, verdict):
+    """197 of 200 words seen is 98.5%: below --min 99 (exit 1, a FAIL verdict), at --min 98.5 a pass."""
+    from capra_cli import visibility
+
+    shown = visibility.Visibility()
+    shown.seen["MM"], shown.total["MM"] = 197, 200
+    monkeypatch.setattr(visibility, "measure", lambda *a, **k: shown)
+    monkeypatch.setattr(visibility, "decode_visibility", lambda steps: (shown, shown))
+    got = call(capsys, "visibility", "--min", minimum)
+    assert got.code == code and verdict in got.out, got.out
+    assert got.out.strip().splitlines()[-1].startswith("VERDICT: " + ("PASS" if code == 0 else "FAIL")), got.out
+
+
 @pytest.mark.heavy
 def test_waves_decodes_a_context_past_the_default_pool(capsys, monkeypatch, sandbox):
     """Contexts 257 .. the limit need more than 64 pages of 4 rows: the host's pool is sized for the

@@ -14,8 +14,8 @@ outputs: there most results can be seen only in the scratchpad.
 
 Usage: visibility.py [--programs N] [--min PERCENT]
 Prints a row for the random programs and one for the decode (per instruction kind, the share
-seen, and the share the external memory alone would show); exits 1 when the random programs'
-share is below --min (default 95%).
+seen, and the share the external memory alone would show), then a VERDICT line; exits 1 when the
+random programs' share is below --min (default 95%).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from capra.machine import Machine
 from capra.randprog import random_program
 from replay.image import Record, record_of
 
-from .common import Parser, in_range, int_range, require_decode
+from .common import Parser, Progress, finish, in_range, int_range, require_decode
 
 FLIP = 1  # bit 0 of the word: the lowest bit of its first int8 element (or of an int32 result)
 GOAL = 95.0  # percent of corrupted words a replay must see
@@ -101,9 +101,15 @@ def program_visibility(code: list[int], ext: list[int], extw: int | None = None,
     return out
 
 
-def measure(programs: int = 200, first_seed: int = 0, external_only: bool = False) -> Visibility:
+def measure(programs: int = 200, first_seed: int = 0, external_only: bool = False,
+            progress: Progress | None = None) -> Visibility:
     """Visibility over the random programs of seeds first_seed .. first_seed + programs - 1."""
-    return of_programs((random_program(seed) for seed in range(first_seed, first_seed + programs)), external_only)
+    def each():
+        for seed in range(first_seed, first_seed + programs):
+            yield random_program(seed)
+            if progress is not None:
+                progress.step()
+    return of_programs(each(), external_only)
 
 
 def of_programs(programs: Iterable[tuple[list[int], list[int]]], external_only: bool = False) -> Visibility:
@@ -132,16 +138,17 @@ def line(name: str, v: Visibility, alone: Visibility) -> str:
     return f"  {name:30s} {kinds}: {v.percent():5.1f}% (the external memory alone: {alone.percent():5.1f}%)"
 
 
-def report(programs: int = 200, steps: int = 32) -> float:
+def report(programs: int = 200, steps: int = 32, goal: float = GOAL) -> float:
     """Print the section (``make bench`` calls this) and return the random programs' percentage."""
     print("\n== what a replay sees: of the words compute instructions write, corrupted one at a time in the "
           "machine model (the lowest bit flipped), the share that changes the memory a replay compares")
-    v = measure(programs)
-    print(line(f"{programs} random programs", v, measure(programs, external_only=True)))
+    progress = Progress("random programs measured", 2 * programs)
+    v = measure(programs, progress=progress)
+    print(line(f"{programs} random programs", v, measure(programs, external_only=True, progress=progress)))
     print(line(f"the {steps}-step decode (compiled)", *decode_visibility(steps)))
-    verdict = "meets" if v.percent() >= GOAL else "is BELOW"
+    verdict = "meets" if v.percent() >= goal else "is BELOW"
     print(f"  replay visibility of computed words in the random programs: {v.percent():.1f}% ({verdict} the "
-          f"{GOAL:.0f}% goal)")
+          f"{goal:g}% goal)")
     return v.percent()
 
 
@@ -154,4 +161,6 @@ def arguments(ap: Parser) -> None:
 
 def main(args) -> int:
     require_decode(32, "visibility")
-    return 0 if report(args.programs) >= args.min else 1
+    seen = report(args.programs, goal=args.min)
+    problems = [] if seen >= args.min else [f"{seen:.1f}% of the computed words are seen, below --min {args.min:g}%"]
+    return finish(problems, checks=1, passed=f"{seen:.1f}% of the computed words are seen (--min {args.min:g}%)")
