@@ -343,15 +343,104 @@ def test_the_figure_draws_tokens_per_second_an_85f_point_and_a_chip_no_part_hold
     assert (tmp_path / "pareto.png").stat().st_size > 0
 
 
+def point_row(cfg: Config) -> dict:
+    """A row as `point` writes it for a configuration that fits (figures made up, types its own)."""
+    return {"config": cfg.key(), "label": cfg.label(), "brams": 32, "problems": [], "step1": 400, "step32": 930,
+            "per_token": 16.8, "eff32": 0.9, "batch_tok_per_kcyc": 2.5, "programs": 33, "seconds": 12.0}
+
+
 def test_only_draws_against_the_grids_other_cached_points(tmp_path):
     """cached_rest: the grid's points other than the chosen ones that have a readable cache file."""
     files = {cfg.key(): tmp_path / f"{i}.json" for i, cfg in enumerate(dse.GRID)}
-    chosen, other, damaged = dse.GRID[0], dse.GRID[1], dse.GRID[2]
+    chosen, other, damaged, incomplete = dse.GRID[0], dse.GRID[1], dse.GRID[2], dse.GRID[3]
     for cfg in (chosen, other):
-        files[cfg.key()].write_text(f'{{"config": "{cfg.key()}"}}')
+        files[cfg.key()].write_text(json.dumps(point_row(cfg)))
     files[damaged.key()].write_text('{"config": ')
+    files[incomplete.key()].write_text(f'{{"config": "{incomplete.key()}"}}')  # valid JSON, no figures
     rest = dse.cached_rest((chosen,), lambda cfg: files[cfg.key()])
     assert [r["config"] for r in rest] == [other.key()]
+
+
+ONLY = Config(ext_latency=8)
+
+
+def test_every_row_a_sweep_writes_is_a_valid_cached_row():
+    """The checks of a cached row must pass what `point` and the area flow write, or every run
+    would measure them again: a point that fits, one whose batch does not, one that does not fit its
+    scratchpad, and areas placed, not placed (no part holds it) and not synthesized."""
+    fits_not = {k: point_row(ONLY)[k] for k in ("config", "label", "brams", "problems")}
+    placed = {"lut4": 15959, "ff": 6535, "bram": 32, "dsp": 51, "device": "LFE5U-45F", "fmax": 52.25}
+    over = {"lut4": 90000, "ff": 20000, "bram": 40, "dsp": 200, "device": None, "fmax": None, "no_fit": "too big"}
+    rows = [point_row(ONLY), {**point_row(ONLY), "batch_tok_per_kcyc": None, "batch_fits": "no room"},
+            {**fits_not, "fits": "the scratchpad is too small"},
+            *({**point_row(ONLY), "area": a} for a in (placed, over, dse.area_from_seeds({}, None, []), None))]
+    assert [dse.row_problem(json.loads(json.dumps(r)), ONLY) for r in rows] == [None] * len(rows)
+
+
+# Cache files of ONLY that are not a row `point` wrote for it: each is measured again, with one line.
+MALFORMED = {
+    "truncated": lambda good: json.dumps(good)[:40],
+    "an object of nothing the table reads": lambda good: '{"a": 1}',
+    "a list": lambda good: "[]",
+    "a number": lambda good: "7",
+    "no problems": lambda good: json.dumps({k: v for k, v in good.items() if k != "problems"}),
+    "problems not a list": lambda good: json.dumps({**good, "problems": "none"}),
+    "cycles as text": lambda good: json.dumps({**good, "step1": "400"}),
+    "no cycles": lambda good: json.dumps({k: v for k, v in good.items() if k != "step32"}),
+    "zero cycles": lambda good: json.dumps({**good, "step32": 0}),
+    "brams as a float": lambda good: json.dumps({**good, "brams": 32.5}),
+    "a label not text": lambda good: json.dumps({**good, "label": None}),
+    "another point's row": lambda good: json.dumps({**good, "config": Config(ext_latency=0).key()}),
+    "a fit that is not text": lambda good: json.dumps({**{k: good[k] for k in ("config", "label", "brams",
+                                                                                   "problems")}, "fits": 1}),
+    "an area not an object": lambda good: json.dumps({**good, "area": [1, 2]}),
+    "an area's fmax as text": lambda good: json.dumps({**good, "area": {"lut4": 1, "fmax": "fast"}}),
+}
+
+
+def sweep_once(capsys, monkeypatch, tmp_path: Path) -> tuple[int, str, str, list[Config]]:
+    """`capra dse --no-area --only ext_latency=8 --random 1 -j 1` with its cache in tmp_path and a
+    point that records it was measured (no simulator): exit status, output, and the points measured."""
+    from capra_cli.__main__ import run_command
+
+    measured: list[Config] = []
+
+    def point(cfg: Config, n_random: int) -> dict:
+        measured.append(cfg)
+        return point_row(cfg)
+
+    monkeypatch.setattr(dse, "CACHE", tmp_path)
+    monkeypatch.setattr(dse, "point", point)
+    monkeypatch.setattr(dse, "draw", lambda *args, **kwargs: None)
+    monkeypatch.setattr(dse.replay, "require", lambda *tools: None)
+    try:
+        code = run_command("dse", ["--no-area", "--only", ONLY.key(), "--random", "1", "-j", "1"], prog="dse.py")
+    except SystemExit as done:
+        code = done.code
+    out, err = capsys.readouterr()
+    return code, out, err, measured
+
+
+def test_a_cached_point_is_read_back_not_measured(capsys, monkeypatch, tmp_path):
+    path = dse.cached_point(ONLY, dse.sources_hash(), 1, tmp_path)
+    path.write_text(json.dumps(point_row(ONLY)))
+    code, out, err, measured = sweep_once(capsys, monkeypatch, tmp_path)
+    assert (code, measured) == (0, []), (out, err)
+    assert "(1 cached)" in out and "measuring it again" not in out + err
+
+
+@pytest.mark.parametrize("damage", MALFORMED)
+def test_a_malformed_cached_point_is_measured_again(capsys, monkeypatch, tmp_path, damage):
+    """Valid JSON that lacks a field or holds another type used to end in a KeyError (exit 1); like a
+    truncated file, it is one line naming the file, then the point measured and its file rewritten."""
+    path = dse.cached_point(ONLY, dse.sources_hash(), 1, tmp_path)
+    path.write_text(MALFORMED[damage](point_row(ONLY)))
+    code, out, err, measured = sweep_once(capsys, monkeypatch, tmp_path)
+    assert (code, measured) == (0, [ONLY]), (out, err)
+    assert "Traceback" not in err and "(0 cached)" in out
+    said = [line for line in (out + err).splitlines() if "measuring it again" in line]
+    assert len(said) == 1 and str(path) in said[0], out + err
+    assert json.loads(path.read_text()) == point_row(ONLY)
 
 
 # ---- capra synth: defines ------------------------------------------------------------------------

@@ -8,6 +8,8 @@ a store never serves what an older compiler made."""
 from __future__ import annotations
 
 import os
+import pickle
+import random
 import shutil
 
 import numpy as np
@@ -60,6 +62,60 @@ def test_a_damaged_file_is_compiled_again(setup, tmp_path):
     program = again.get(m, [3], ranges, calib[3])
     assert (again.compiled, again.loaded) == (1, 0)
     assert same_program(program, programs.ProgramCache().get(m, [3], ranges, calib[3]))
+
+
+def _stored_key(path) -> tuple:
+    """The key a store file was written under, read straight from its (kind, key, value) tuple."""
+    return pickle.loads(path.read_bytes())[1]
+
+
+# Damaged contents for a store file, each a function of the file's good bytes and its key. Unpickling
+# damaged bytes raises many kinds of error (the first two: EOFError/UnpicklingError, OverflowError),
+# and a well-formed pickle may hold the wrong thing; every one must be a miss, not a crash.
+DAMAGE = {
+    "truncated": lambda good, key: good[: len(good) // 2],
+    "empty": lambda good, key: b"",
+    "huge length": lambda good, key: b"\x80\x05\x8e\xff\xff\xff\xff\xff\xff\xff\x7f",
+    "garbage": lambda good, key: b"\x80\x05" + random.Random(7).randbytes(200),
+    "not a tuple": lambda good, key: pickle.dumps({"a": 1}),
+    "two fields": lambda good, key: pickle.dumps(("program", key)),
+    "unknown kind": lambda good, key: pickle.dumps(("weights", key, 1)),
+    "not a program": lambda good, key: pickle.dumps(("program", key, "a program")),
+    "not a reason": lambda good, key: pickle.dumps(("refused", key, 42)),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_file_of_any_kind_is_compiled_again_and_rewritten(setup, tmp_path, damage):
+    m, calib, ranges = setup
+    fresh = programs.ProgramCache().get(m, [3], ranges, calib[3])  # no store: the expected value
+    store = programs.ProgramStore(tmp_path)
+    programs.ProgramCache(store=store).get(m, [3], ranges, calib[3])
+    (path,) = tmp_path.glob("*.pkl")
+    path.write_bytes(DAMAGE[damage](path.read_bytes(), _stored_key(path)))
+    again = programs.ProgramCache(store=store)
+    assert same_program(again.get(m, [3], ranges, calib[3]), fresh)
+    assert (again.compiled, again.loaded) == (1, 0)
+    # rewritten whole, under the same name, with no temporary file left: the next run loads it
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    later = programs.ProgramCache(store=store)
+    assert same_program(later.get(m, [3], ranges, calib[3]), fresh)
+    assert (later.compiled, later.loaded) == (0, 1)
+
+
+def test_a_damaged_calibration_is_calibrated_again(tmp_path, monkeypatch):
+    m = T.make_model("random", 3)
+    monkeypatch.setattr(programs, "STORE", None)
+    fresh = calibration.calibrate(m, 2, [None], range(2))
+    monkeypatch.setattr(programs, "STORE", programs.ProgramStore(tmp_path))
+    calibration.calibrate(m, 2, [None], range(2))
+    (path,) = tmp_path.glob("*.pkl")
+    for damaged in (b"\x80\x05\x8e\xff\xff\xff\xff\xff\xff\xff\x7f",
+                    pickle.dumps(("calibration", _stored_key(path), {"ranges": 1}))):
+        path.write_bytes(damaged)
+        again = calibration.calibrate(m, 2, [None], range(2))
+        assert isinstance(again, calibration.Calibration) and again.ranges == fresh.ranges
+        assert isinstance(pickle.loads(path.read_bytes())[2], calibration.Calibration)  # rewritten
 
 
 def test_a_refusal_is_kept_with_its_reason(setup, tmp_path):

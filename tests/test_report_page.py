@@ -148,3 +148,25 @@ def test_in_a_browser_every_figure_loads_and_carries_its_footer(tmp_path):
     by_src = {c["src"]: c for c in checks}
     assert not by_src["serve_run.png"]["loaded"] and by_src["serve_run.png"]["naturalWidth"] == 0
     assert by_src["fig15_3_window.png"]["loaded"] and by_src["fig15_3_window.png"]["footer"] == ""
+
+
+def test_a_malformed_sweep_row_is_named_and_the_other_rows_shown(tmp_path):
+    """A cached point that is JSON but not a row of `capra dse` (no figures, a list) is a note naming
+    its file, as a truncated one is; the page still shows the grid's valid rows."""
+    from capra_cli import dse
+
+    src = dse.sources_hash()
+    files = [dse.cached_point(cfg, src, dse.DEFAULT_RANDOM, tmp_path / "dse") for cfg in dse.GRID[:4]]
+    files[0].parent.mkdir(parents=True)
+    good = dse.GRID[0]
+    files[0].write_text(json.dumps({"config": good.key(), "label": good.label(), "brams": 32, "problems": [],
+                                    "step1": 690, "step32": 930, "per_token": 7.7, "eff32": 0.9,
+                                    "batch_tok_per_kcyc": 2.1}))
+    files[1].write_text('{"a": 1}')
+    files[2].write_text("[]")
+    files[3].write_text('{"config": ')
+    _page, secs = report_page.write(tmp_path, None)
+    sweep = next(s for s in secs if s.anchor == "sweep")
+    assert [line.split()[0] for line in sweep.tables[0].lines[1:]] == [good.label().split()[0]], sweep.tables
+    assert [next(str(f) for f in files[1:] if str(f) in n) for n in sweep.notes] == [str(f) for f in files[1:]]
+    assert all(n.endswith("`make dse` measures it again") for n in sweep.notes), sweep.notes

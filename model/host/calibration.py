@@ -52,7 +52,7 @@ def calibrate(m: dict, steps: int, windows: Iterable[int | None] = (None,),
     key = None if "<" in rule else ("calibration", programs.model_fingerprint(m), steps, tuple(windows),
                                     tuple(starts), rule)
     kept = programs.STORE.load(key) if key is not None and programs.STORE is not None else None
-    if kept is not None and kept[0] == "calibration":
+    if kept is not None and kept[0] == "calibration" and isinstance(kept[1], Calibration):
         return kept[1]
     cal = _calibrate(m, steps, windows, starts, attended)
     if key is not None and programs.STORE is not None:

@@ -76,7 +76,10 @@ class ProgramStore:
 
     A file is written under a temporary name and renamed, so runs that start together (test
     workers, two tools) never read half of one; a file that cannot be read back (damaged, or from
-    another pickle protocol) is compiled again and replaced."""
+    another pickle protocol), or that holds anything but a (kind, key, value) entry of a known kind,
+    is a miss: compiled again and replaced."""
+
+    KINDS = ("program", "refused", "calibration")
 
     KEEP = 4096  # files kept: past it, a process's first save removes the least recently used
 
@@ -94,14 +97,23 @@ class ProgramStore:
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
-                kind, stored_key, value = pickle.load(handle)
+                entry = pickle.load(handle)
+            if not (isinstance(entry, tuple) and len(entry) == 3 and entry[0] in self.KINDS):
+                return None  # a pickle, but not one this store wrote: a miss, replaced by the next save
+            kind, stored_key, value = entry
+            if not (isinstance(stored_key, tuple) and stored_key == key):
+                return None
             os.utime(path)  # used: the last to go when the store is pruned
-        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError):
+        except Exception:
+            # Unpickling damaged bytes can raise nearly anything (OverflowError, IndexError,
+            # MemoryError, UnpicklingError, EOFError, ...): a file that cannot be read back is only
+            # a miss, so the program is compiled again and the file rewritten, never a crash.
             return None
-        return (kind, value) if stored_key == key else None
+        return kind, value
 
     def save(self, key: tuple, kind: str, value: object) -> None:
         """Keep `value` for `key`; a store that cannot be written (a read-only checkout) is skipped."""
+        handle = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("wb", dir=self.folder, suffix=".tmp", delete=False) as handle:
@@ -111,6 +123,9 @@ class ProgramStore:
                 self._pruned = True
                 self.prune()
         except OSError:
+            if handle is not None:  # a write that failed part way (a full disk) leaves no stray file
+                with suppress(OSError):
+                    os.unlink(handle.name)
             return
 
     def prune(self) -> None:
@@ -170,7 +185,7 @@ class ProgramCache:
         if key in self.refused:
             raise CompileError(self.refused[key])
         kept = self.store.load(key) if self.store is not None else None
-        if kept is not None:
+        if kept is not None and _usable(kept):
             kind, value = kept
             self.loaded += 1
             if kind == "refused":
@@ -218,6 +233,13 @@ def _digest(calib: Sequence[Mapping] | None) -> str:
             h.update(f"{i}{name}{value.shape}".encode())
             h.update(value.tobytes())
     return h.hexdigest()[:20]
+
+
+def _usable(kept: tuple[str, object]) -> bool:
+    """Whether a stored entry is a program or a refusal this cache can hand out: anything else
+    under a program's key (a calibration, a damaged object) is compiled again, not returned."""
+    kind, value = kept
+    return (kind == "program" and isinstance(value, Program)) or (kind == "refused" and isinstance(value, str))
 
 
 def _bounded_put(store: OrderedDict, key, value, capacity: int) -> None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import math
 import secrets
 import statistics
 import time
@@ -485,6 +486,81 @@ def cached_point(cfg: config.Config, src: str, n_random: int, cache: Path | None
     return cache / f"{hashlib.sha256(f'{cfg.key()}|{src}|{n_random}'.encode()).hexdigest()[:20]}.json"
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _cycles(value: object) -> bool:
+    return _count(value) and value > 0  # a divisor (tokens a second)
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# What the table, the front, the figure and the report page read of a cached row, and the type each
+# needs: every row has the first; a row that fits its scratchpad ("fits" absent) the second; in a
+# row with an "area" (the ECP5 flow's), each of the third may be absent or null (not placed).
+ROW_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "label": (_text, "a string"), "brams": (_count, "a whole number"), "problems": (_texts, "a list of strings")}
+MEASURED_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "step1": (_cycles, "a positive whole number"), "step32": (_cycles, "a positive whole number"),
+    "per_token": (_number, "a number"), "eff32": (_number, "a number"),
+    "batch_tok_per_kcyc": (lambda v: v is None or _number(v), "a number or null")}
+AREA_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **{k: (_number, "a number") for k in ("lut4", "ff", "bram", "dsp", "fmax")}, "device": (_text, "a string")}
+
+
+def row_problem(row: object, cfg: config.Config) -> str | None:
+    """Why `row`, read from `cfg`'s cache file, is not a result `point` wrote for it (None when it
+    is): valid JSON can still lack a field or hold another type (a file edited, or written by other
+    code), and the table would end in a traceback on it; so every field it reads is checked here."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    if "config" not in row:
+        return "it has no 'config'"
+    if row["config"] != cfg.key():
+        return f"it is the row of {row['config']!r}, not of {cfg.label()}"
+    checks = dict(ROW_FIELDS)
+    if "fits" in row:
+        checks["fits"] = (_text, "a string")
+    else:
+        checks.update(MEASURED_FIELDS)
+    for name, (ok, what) in checks.items():
+        if name not in row:
+            return f"it has no {name!r}"
+        if not ok(row[name]):
+            return f"its {name!r} is not {what}"
+    area = row.get("area")
+    if area is None:
+        return None
+    if not isinstance(area, dict):
+        return "its 'area' is not an object"
+    for name, (ok, what) in AREA_FIELDS.items():
+        if area.get(name) is not None and not ok(area[name]):
+            return f"its area's {name!r} is not {what}"
+    return None
+
+
+def read_point(path: Path, cfg: config.Config) -> dict:
+    """The row kept in `path` for `cfg`; UserError (one line) when the file is unreadable, not
+    complete JSON or not such a row (row_problem): each is a point to measure again, never a crash."""
+    what = f"the cached result of {cfg.label()}"
+    row = runs.read_json(path, what)
+    problem = row_problem(row, cfg)
+    if problem is not None:
+        raise runs.UserError(f"{path} is not a sweep point's result ({what}): {problem}")
+    return row
+
+
 def cached_rest(points: tuple[config.Config, ...], cache_file: Callable[[config.Config], Path]) -> list[dict]:
     """The grid's other points that this run's sources have measured before (for --only's figure)."""
     chosen = {cfg.key() for cfg in points}
@@ -493,7 +569,7 @@ def cached_rest(points: tuple[config.Config, ...], cache_file: Callable[[config.
         f = cache_file(cfg)
         if cfg.key() not in chosen and f.exists():
             try:
-                rest.append(runs.read_json(f, f"the cached result of {cfg.label()}"))
+                rest.append(read_point(f, cfg))
             except runs.UserError:  # damaged: not drawn (a run of that point measures it again)
                 continue
     return rest
@@ -636,9 +712,9 @@ def main(args) -> int:
         f = cache_file(cfg)
         if not args.no_cache and f.exists():
             try:
-                rows[cfg.key()] = runs.read_json(f, f"the cached result of {cfg.label()}")
+                rows[cfg.key()] = read_point(f, cfg)
                 continue
-            except runs.UserError as error:  # a run killed while writing: measure the point again
+            except runs.UserError as error:  # a run killed while writing, a damaged row: measure it again
                 note(f"{error}; measuring it again")
         todo.append(cfg)
     rest = cached_rest(points, cache_file) if args.only else []

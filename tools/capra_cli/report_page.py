@@ -224,7 +224,7 @@ def sweep_section(out: Path) -> Section:
         f = dse.cached_point(cfg, src, dse.DEFAULT_RANDOM, out / "dse")
         if f.exists():
             try:
-                rows.append(runs.read_json(f, f"the cached result of {cfg.label()}"))
+                rows.append(dse.read_point(f, cfg))
             except runs.UserError as error:
                 s.notes.append(f"{error}; `make dse` measures it again")
     others = len(list((out / "dse").glob("*.json"))) - len(rows) if (out / "dse").is_dir() else 0
