@@ -14,10 +14,11 @@ import replay
 from capra import config, isa, run
 from capra import tiled_attention as ta
 from capra.machine import Machine
-from capra.quant import SOFTMAX_IN_SCALE, multiplier
+from capra.quant import SOFTMAX_IN_SCALE, CompileError, multiplier
 from conftest import needs_icarus, needs_verilator
 from inference.mixed_chip import MixedChip, MixedChipError, sink_groups
 from inference.mixed_chunk import (
+    CHUNK_MAX,
     ChunkedPrefill,
     RowsTiledTooLong,
     key_spans,
@@ -198,6 +199,23 @@ def test_chunk_machine_model_equals_integer_semantics(small):
     traces = cp.prefill(ids, executor="both")
     assert all(c > 0 for tr in traces for c in tr.cycles)
     assert any(r.name.startswith("ctiled") for r in traces[1].runs)
+
+
+def test_the_largest_chunk_is_the_largest_whose_programs_fit():
+    """CHUNK_MAX rows: the projection and the output programs (the logits) compile on the mixed
+    chip; one row more, one of them does not fit the scratchpad (so --chunks stops at CHUNK_MAX)."""
+    chip, _ev = _chip()
+    cp = ChunkedPrefill(chip, CHUNK_MAX)
+
+    def fits(rows: int) -> bool:
+        try:
+            for kind, layer in (("proj", 0), ("out", chip.model.n_layers - 1)):
+                cp.program(kind, layer, 0, rows)
+        except CompileError:
+            return False
+        return True
+
+    assert fits(CHUNK_MAX) and not fits(CHUNK_MAX + 1)
 
 
 def test_bad_chunks(small):

@@ -74,7 +74,9 @@ from .mixed_chip import (
     visible_rows,
 )
 
-CHUNK_MAX = 32  # rows of a chunk program (the attention's scores and weights grow with C x keys)
+# rows of a chunk program: the most whose projection and output programs fit the mixed chip's
+# 16,384-word scratchpad (at 20 the logits no longer do; tests/test_mixed_chunk.py compiles both sides)
+CHUNK_MAX = 19
 
 
 # ---- the graphs -------------------------------------------------------------------------------------
