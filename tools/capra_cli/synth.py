@@ -23,8 +23,10 @@ that fails that check is not synthesized further (--synth-anyway overrides).
 
 Results are cached in out/synth/, keyed by the block's sources, its parameters and defines, the
 options that change results, this script and the tool versions; --no-cache runs everything again.
+Each run builds a block in a folder of its own, then moves it to out/synth/<block>.<device>/.
 Exit status: 0 when every check passed; 1 when the memory check failed, a step failed or timed
-out, or nothing was checked; 2 for a bad argument. An Fmax under 50 MHz is printed, not failed.
+out, or nothing was checked; 2 for a bad argument or a missing tool. An Fmax under 50 MHz is
+printed, not failed.
 See docs/synthesis.md.
 """
 
@@ -44,14 +46,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from capra import config
 from replay import runs
 
-from .common import BadArgument, Parser, in_range, tool_arg, tool_path
+from .common import BadArgument, Parser, ToolError, in_range, tool_arg, tool_path
 
 ROOT = runs.ROOT
 RTL_DIR = "rtl"  # include directory (ga2_defs.vh) and where a module missing from a block's files is looked up
@@ -853,7 +855,8 @@ def check_block(children: Children, block: Block, options: Options, result: Resu
     if key is None:
         return
     start = time.monotonic()
-    check, _design, sources = memory_stage(children, block, options, work_dir(options, block), keep_premap=False)
+    with work_dir(options, block) as workdir:
+        check, _design, sources = memory_stage(children, block, options, workdir, keep_premap=False)
     apply_check(result, block, check)
     result.seconds = time.monotonic() - start
     store_result(options, block, "check", key, sources, asdict(result))
@@ -865,25 +868,54 @@ def full_block(children: Children, block: Block, options: Options, result: Resul
     if key is None:
         return
     start = time.monotonic()
-    workdir = work_dir(options, block)
-    check, design, sources = memory_stage(children, block, options, workdir, keep_premap=True)
-    apply_check(result, block, check)
-    progress(f"{block.name}: memory check {result.memory_summary}")
-    result.seconds = time.monotonic() - start
-    store_result(options, block, "check", fingerprint(block, options, "check"), sources, asdict(result))
-    if not check.passed and not options.synth_anyway:
-        result.note = "not synthesized: memory check failed (--synth-anyway to force)"
-    else:
-        synthesize(children, block, options, workdir, design, result)
+    with work_dir(options, block) as workdir:
+        check, design, sources = memory_stage(children, block, options, workdir, keep_premap=True)
+        apply_check(result, block, check)
+        progress(f"{block.name}: memory check {result.memory_summary}")
+        result.seconds = time.monotonic() - start
+        store_result(options, block, "check", fingerprint(block, options, "check"), sources, asdict(result))
+        if not check.passed and not options.synth_anyway:
+            result.note = "not synthesized: memory check failed (--synth-anyway to force)"
+        else:
+            synthesize(children, block, options, workdir, design, result)
     result.seconds = time.monotonic() - start
     store_result(options, block, "full", key, sources, asdict(result))
 
 
-def work_dir(options: Options, block: Block) -> Path:
-    """out/synth/<block>.<device>/: scripts, logs, netlists and the wrapper of the last run."""
-    path = options.out / f"{block.name}.{options.device.label}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def kept_dir(options: Options, block: Block) -> Path:
+    """out/synth/<block>.<device>/: the scripts, logs, netlists and wrapper of the block's last
+    finished run, kept for a look (no run reads them back: its results come from the cache)."""
+    return options.out / f"{block.name}.{options.device.label}"
+
+
+@contextmanager
+def work_dir(options: Options, block: Block) -> Iterator[Path]:
+    """A folder only this run writes in, for the block's scripts, logs and netlists
+    (out/synth/<block>.<device>-<pid>-<random>/). Why: Yosys writes check.json, premap.il and the
+    netlists as it goes, and a run reads them back; with one folder per block, two runs at once in
+    one checkout read each other's half-written files (a JSONDecodeError). When the block finishes
+    (a failed step too: its logs are worth a look) the folder replaces kept_dir whole (publish);
+    Ctrl-C or an error removes it, so no partial file is left where anyone looks."""
+    kept = kept_dir(options, block)
+    with runs.run_folder(kept.name, parent=options.out) as folder:
+        try:
+            yield folder.path
+        except StepFailed:
+            publish(folder.path, kept)
+            raise
+        publish(folder.path, kept)
+
+
+def publish(folder: Path, kept: Path) -> None:
+    """Move a finished run's folder to `kept`, in place of the one an earlier run left there. The
+    old folder is renamed aside first and removed after, so `kept` is always one run's whole folder,
+    never a mix; when another run publishes in between, its folder stands and this one is dropped
+    (run_folder removes it)."""
+    with runs.run_folder(f".{kept.name}.old", parent=kept.parent) as old:
+        with suppress(FileNotFoundError):
+            os.replace(kept, old / "previous")
+        with suppress(OSError):
+            os.replace(folder, kept)
 
 
 def restore(result: Result, stored: dict) -> None:
@@ -1106,9 +1138,8 @@ def main(args) -> int:
     blocks = choose_blocks(args.blocks, args.define)
     tools = SYSTEM_TOOLS if args.system_tools else PYPI_TOOLS
     missing = missing_tools(args.check_memories, blocks, args.place_all, tools)
-    if missing:
-        print(f"{' and '.join(missing)} missing: {install_hint(tools)}", file=sys.stderr)
-        return 1
+    if missing:  # a missing tool is the user's to install: one line, exit 2, before any work
+        raise ToolError(f"{' and '.join(missing)} missing: {install_hint(tools)}")
     device = UP5K if args.dsp else HX8K
     options = make_options(device, tools, seed=args.seed, target_mhz=args.target_mhz, timeout=args.timeout,
                            no_cache=args.no_cache, synth_anyway=args.synth_anyway, check_only=args.check_memories,
