@@ -386,6 +386,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--context-lengths", "8", says="--context-lengths"),
         bad("--context-lengths", "1000000000", says="--context-lengths"),
         bad("--probe-lengths", str(10**13), says="--probe-lengths"),
+        bad("--context-lengths", "256", "256", says=("--context-lengths", "256 is given twice")),
+        bad("--chip", "--context-lengths", "256", "256", says=("--context-lengths", "256 is given twice")),
+        bad("--probe-lengths", "16384", "16384", says=("--probe-lengths", "given twice")),
         bad("--quick", says="--quick"),  # the quick table is the chip path's
         bad("--chip", "--context-lengths", "9000", says="--context-lengths"),
         bad("--chip", "--jobs", "0", says="--jobs"),
@@ -443,6 +446,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--calib-lengths", "16", says=("--calib-lengths", "outside 17..")),
         bad("--replay-context", "9000", says="--replay-context"),
         bad("--one-shot-rows", "495", says="--one-shot-rows"),
+        bad("--lengths", "48", "48", "--no-rtl", says=("--lengths", "48 is given twice")),
+        bad("--calib-lengths", "64", "64", "--no-rtl", says=("--calib-lengths", "64 is given twice")),
+        bad("--decode-steps", "4", says=("--decode-steps", "outside 5..32")),
         without("iverilog", "verilator"),
     ],
 }

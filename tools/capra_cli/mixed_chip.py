@@ -55,11 +55,12 @@ from inference.mixed_chip import (
 )
 from inference.mixed_lm import make_mixed_model
 
-from .common import BadArgument, Parser, Progress, finish, int_range, own_chip, replay_checks
+from .common import BadArgument, Parser, Progress, distinct, finish, int_range, own_chip, replay_checks
 
 CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
 ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
+PASSKEY_DIGITS = 5  # a digit a token: the fewest decode steps that can answer
 ONE_SHOT_MAX = 494  # the most rows a one-shot attention program compiles for (largest_one_shot)
 MAX_LENGTH = 8192  # the longest prompt taken (a prompt runs token by token through the programs)
 SHORTEST = shortest_prompt()  # the needle and the question: the shortest passkey prompt
@@ -75,8 +76,9 @@ def arguments(ap: Parser) -> None:
                          "the global layers' attention is tiled)")
     ap.add_argument("--eval-trials", type=int_range(1, 50), default=2, metavar="K",
                     help="evaluation prompts per length (default 2)")
-    ap.add_argument("--decode-steps", type=int_range(1, 32), default=ANSWER, metavar="S",
-                    help=f"greedy steps on the machine model after each prompt (default {ANSWER})")
+    ap.add_argument("--decode-steps", type=int_range(PASSKEY_DIGITS, 32), default=ANSWER, metavar="S",
+                    help=f"greedy steps on the machine model after each prompt, {PASSKEY_DIGITS}..32 (fewer than the "
+                         f"passkey's {PASSKEY_DIGITS} digits can never retrieve it; default {ANSWER})")
     ap.add_argument("--replay-context", type=int_range(1, MAX_LENGTH), default=16, metavar="N",
                     help=f"the context of the decode step replayed on the simulators, 1..{MAX_LENGTH} (default 16)")
     ap.add_argument("--one-shot-rows", type=int_range(1, ONE_SHOT_MAX), default=None, metavar="R",
@@ -104,6 +106,8 @@ def _prompts(model, lengths, trials, seed, answer=True):
 
 
 def main(args) -> int:
+    distinct("--calib-lengths", args.calib_lengths)
+    distinct("--lengths", args.lengths)
     own_chip()
     if not args.no_rtl:
         import replay

@@ -33,7 +33,7 @@ from inference.long_context import (
 from inference.mixed_lm import ModelConfigError, make_mixed_model
 
 from . import passkey_chip
-from .common import BadArgument, Parser, Progress, at_least, finish, int_range, own_chip
+from .common import BadArgument, Parser, Progress, at_least, distinct, finish, int_range, own_chip
 
 BATCH = 2  # prompts decoded together in a trial batch
 PASSKEYS = round(1 / CHANCE_ACCURACY)  # distinct 5-digit passkeys: a cell's trials use distinct ones
@@ -129,6 +129,8 @@ def main(args) -> int:
         own_chip("--chip")
     if args.context_lengths is None:
         args.context_lengths = list(passkey_chip.QUICK_LENGTHS if args.quick else (256, 512, 1024, 2048, 4096))
+    distinct("--context-lengths", args.context_lengths)
+    distinct("--probe-lengths", args.probe_lengths)
     if args.n_trials is None:
         args.n_trials = passkey_chip.QUICK_TRIALS if args.quick else passkey_chip.FULL_TRIALS if args.chip else 10
     if args.chip:
