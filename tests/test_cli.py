@@ -175,6 +175,28 @@ def test_the_command_list_helps_and_an_unknown_command_is_one_line(capsys):
 
 
 
+@pytest.mark.parametrize("text", ["1_0", " 3", "3 ", "\u0668", "0x10", "+-1", ""])
+def test_an_integer_on_the_command_line_is_ascii_digits(text):
+    """int() takes '1_0', ' 3' and digits of other scripts; the command line does not."""
+    for parse in (common.int_range(0, 100), common.at_least(0)):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not an integer"):
+            parse(text)
+    assert common.int_range(-5, 100)("-5") == -5 and common.at_least(0)("+7") == 7
+
+
+@pytest.mark.parametrize("text", ["1_0.5", " 0.5", "nan", "inf", "infinity", "1/8", "0x1p-3", "\u0668.5"])
+def test_a_number_on_the_command_line_is_ascii_decimal(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a number"):
+        common.in_range(float, 0.0, 100.0)(text)
+    parse = common.in_range(float, 0.0, 100.0)
+    assert [parse(t) for t in ("1", "0.5", ".5", "5.", "1e1", "2.5E-1", "-0")] == [1.0, 0.5, 0.5, 5.0, 10.0, 0.25, 0.0]
+
+
+def test_a_number_past_a_limit_is_shown_as_given():
+    with pytest.raises(argparse.ArgumentTypeError, match=r"100\.0001 is outside 0\.\.100"):
+        common.in_range(float, 0.0, 100.0)("100.0001")
+
+
 def list_options():
     """Every command's options that take a list (nargs + or *), with two values each accepts."""
     pool = ["1", "2", "3", "64", "128", "256", "16384", "65536", "n=4", "n=8"]

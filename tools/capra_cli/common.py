@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -115,7 +116,19 @@ def one_line(message: str) -> str:
 
 
 def _show(x: float) -> str:
-    return f"{x:g}" if isinstance(x, float) else str(x)
+    """A number as a message shows it: short (1e+06, 0.5), but never rounded to another number
+    (100.0001 is not shown as 100)."""
+    if not isinstance(x, float):
+        return str(x)
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
+
+
+# What a number on the command line may look like: ASCII digits, an optional sign, and for a float a
+# point and an exponent. Python's int() and float() also take "1_0", " 3", "infinity" and digits of
+# other scripts ("٨"), which no one means and GA2_EXT's reader (config.decimal) refuses as well.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def in_range(kind: Callable[[str], float], lo: float, hi: float) -> Callable[[str], float]:
@@ -123,10 +136,9 @@ def in_range(kind: Callable[[str], float], lo: float, hi: float) -> Callable[[st
     noun = "an integer" if kind is int else "a number"
 
     def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not (_INTEGER if kind is int else _NUMBER).fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
+        value = kind(text)
         if isinstance(value, float) and not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if not lo <= value <= hi:
@@ -147,10 +159,9 @@ def at_least(lo: int) -> Callable[[str], int]:
     parsing (from the chip or the model) and names in its own message."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not _INTEGER.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+        value = int(text)
         if value < lo:
             raise argparse.ArgumentTypeError(f"{value} is less than {lo}")
         return value

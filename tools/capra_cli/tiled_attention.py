@@ -51,7 +51,7 @@ def arguments(ap: Parser) -> None:
                     help=f"context lengths in keys, 1..{MAX_CONTEXT} (default {' '.join(map(str, CONTEXTS))})")
     ap.add_argument("--seed", type=int_range(0, 2**31), default=0, help="the cases' seed (default 0)")
     ap.add_argument("--logit-scale", type=in_range(float, 1 / 64, 3.99), default=1 / 8,
-                    help="the int8 logits' scale, 1/64..3.99 (default 1/8)")
+                    help="the int8 logits' scale, 0.015625..3.99 (1/64 .. 3.99; default 0.125)")
     ap.add_argument("--max-rel", type=in_range(float, 0.0, 1.0), default=0.05,
                     help="the largest relative L2 error accepted, 0..1 (default 0.05)")
 

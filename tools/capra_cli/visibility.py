@@ -14,7 +14,7 @@ outputs: there most results can be seen only in the scratchpad.
 
 Usage: visibility.py [--programs N] [--min PERCENT]
 Prints a row for the random programs and one for the decode (per instruction kind, the share
-seen, and the share the external memory alone would show), then a VERDICT line; exits 1 when the
+seen, and the share the external memory alone would show), then the verdict; exits 1 when the
 random programs' share is below --min (default 95%).
 """
 
