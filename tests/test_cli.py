@@ -277,7 +277,8 @@ def without(*tools: str, argv: tuple[str, ...] = ()) -> Mistake:
 NEWLINE = "\\n"  # an argument holding a line break is shown as \n: a forged VERDICT line cannot follow
 
 MISTAKES: dict[str, list[Mistake]] = {
-    "sim": [bad("--steps", "8", says="--steps"), without("iverilog", "verilator")],
+    "sim": [bad("--steps", "8", says="--steps"), bad("--stall-seed", "5", says=("--stall-seed", "--stall")),
+            without("iverilog", "verilator")],
     "ch12": [
         bad("--start", "16", says="--start"),
         bad("--start", "-1", says="--start"),  # used to decode token 15 silently

@@ -43,6 +43,20 @@ def test_parse_round_trips_and_refuses_by_name():
             Config.parse(text)
 
 
+def test_a_seed_without_stalls_is_no_setting():
+    """A memory that never stalls has no schedule: its seed is the default's (one chip, one key), and
+    a configuration text that seeds it is refused rather than quietly meaning the default chip."""
+    assert config.Config(ext_seed=5) == config.DEFAULT
+    assert config.Config(ext_seed=5).key() == config.DEFAULT.key()
+    assert config.Config(ext_stall=10, ext_seed=5).ext_seed == 5
+    with pytest.raises(config.ConfigError, match="ext_seed=5 without ext_stall"):
+        config.Config.parse("ext_seed=5")
+    with pytest.raises(config.ConfigError, match="without ext_stall"):
+        config.Config.parse("ext_stall=0,ext_seed=5")
+    assert config.Config.parse("ext_stall=3,ext_seed=5") == config.Config(ext_stall=3, ext_seed=5)
+    assert config.Config.parse("ext_seed=1") == config.DEFAULT
+
+
 def test_default_is_todays_chip_and_emits_no_defines():
     assert config.DEFAULT == Config(ext_latency=4, sram_words=4096, dma_queue=4, n=4, ext_words=1)
     assert config.DEFAULT.rtl_defines() == ()

@@ -50,6 +50,7 @@ DMA_QUEUE_MAX = 16  # descriptors the DMA queue may hold (each is a register of 
 EXT_MEMORY_MAX = 1 << 22
 STALL_MAX = 90  # percent of cycles a memory channel may stall (all of them would never answer)
 SEED_MAX = 999_999_999  # the largest stall seed (the replay testbench's +SEED reads nine digits)
+SEED_DEFAULT = 1  # the stall schedule's seed unless one is given
 ENV = "GA2_CONFIG"
 ENV_EXT = "GA2_EXT"
 # The RTL's define for each field the chip is built with (rtl/ga2_cfg.vh); the memory's fields are not.
@@ -96,7 +97,7 @@ class Config:
     ext_words: int = 1  # external words moved per cycle: the DMA's beat (1 or 2)
     ext_memory: int = 8192  # the external memory, 32-bit words (1 .. EXT_MEMORY_MAX)
     ext_stall: int = 0  # percent of cycles each AXI channel of the memory stalls (0: always ready)
-    ext_seed: int = 1  # the stall schedule's seed
+    ext_seed: int = SEED_DEFAULT  # the stall schedule's seed
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -124,6 +125,8 @@ class Config:
                               "channel of the memory stalls)")
         if not 0 <= self.ext_seed <= SEED_MAX:
             raise ConfigError(f"ext_seed={self.ext_seed}: it must be in 0..{SEED_MAX}")
+        if self.ext_stall == 0:  # a memory that never stalls has no schedule: its seed is the default's,
+            object.__setattr__(self, "ext_seed", SEED_DEFAULT)  # so two such configurations are one chip, one key
         if not 1 <= self.ext_memory <= EXT_MEMORY_MAX:
             raise ConfigError(f"ext_memory={self.ext_memory}: it must be in 1..{EXT_MEMORY_MAX} words (the "
                               "testbench's memory model holds every word)")
@@ -214,6 +217,9 @@ def _parse_fields(text: str) -> dict[str, int]:
             values[name] = decimal(value.strip())
         except ValueError:
             raise ConfigError(f"{name}={_shown(value.strip())}: it must be a decimal integer") from None
+    if values.get("ext_seed", SEED_DEFAULT) != SEED_DEFAULT and not values.get("ext_stall"):
+        raise ConfigError(f"ext_seed={values['ext_seed']} without ext_stall: a memory that never stalls has no "
+                          "stall schedule to seed (give ext_stall too)")
     return values
 
 

@@ -187,6 +187,9 @@ def memory(args: argparse.Namespace) -> Iterator[config.Config]:
     cfg = config.active()
     changes = {name: value for name, value in (("ext_stall", args.stall), ("ext_seed", args.stall_seed))
                if value is not None}
+    if args.stall_seed is not None and not changes.get("ext_stall", cfg.ext_stall):
+        raise BadArgument("--stall-seed", "seeds the stall schedule of a memory that stalls: give --stall too "
+                          "(or ext_stall in GA2_CONFIG)")
     with config.use(replace(cfg, **changes)) as active:
         yield active
 
