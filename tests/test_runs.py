@@ -72,3 +72,20 @@ def test_two_configurations_replay_at_once_in_one_checkout():
     for proc, out in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, out[-2000:]
         assert "VERDICT: PASS: 6 programs replayed in both simulators" in out, out[-2000:]
+
+
+def test_a_file_where_a_folder_goes_is_named(tmp_path):
+    """An output folder that is a file (or lies under one) is a UserError naming that file, for an
+    output written atomically and for a run folder alike; a folder where a file goes, too."""
+    blocker = tmp_path / "out"
+    blocker.write_text("not a folder")
+    for attempt in (lambda: runs.make_folder(blocker / "timeline"),
+                    lambda: runs.write_text(blocker / "timeline" / "x.json", "{}"),
+                    lambda: runs.run_folder("soak", parent=blocker).__enter__()):
+        with pytest.raises(runs.UserError, match=f"{blocker} is a file, where a folder is to be"):
+            attempt()
+    assert blocker.read_text() == "not a folder"
+    (tmp_path / "ga2.vcd").mkdir()
+    with pytest.raises(runs.UserError, match="is a folder, where a file is to be written"):
+        runs.write_text(tmp_path / "ga2.vcd", "")
+    assert runs.make_folder(tmp_path / "a" / "b").is_dir()

@@ -141,6 +141,18 @@ def _umask() -> int:
     return mask
 
 
+def make_folder(path: str | os.PathLike) -> Path:
+    """``mkdir -p``, or a UserError naming the file that stands where a folder is to be (a tool
+    checks its output folder with this before its work, so such a file costs a line, not the run)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        raise UserError(f"{blocker} is a file, where a folder is to be: move it away") from None
+    return path
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path in `path`'s folder to write to; renamed over `path` when the block ends
@@ -149,7 +161,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{path} is a folder, where a file is to be written: move it away")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
     os.close(fd)
     tmp = Path(name)
@@ -213,8 +225,7 @@ class RunFolder:
 def run_folder(tool: str, parent: Path | None = None) -> Iterator[RunFolder]:
     """``with run_folder("sim") as run:`` a new folder ``out/runs/sim-<pid>-<random>`` (or under
     `parent`), removed at the end unless ``run.keep()`` was called."""
-    base = RUNS if parent is None else Path(parent)
-    base.mkdir(parents=True, exist_ok=True)
+    base = make_folder(RUNS if parent is None else Path(parent))
     path = base / f"{tool}-{os.getpid()}-{secrets.token_hex(4)}"
     path.mkdir()
     folder = RunFolder(path)

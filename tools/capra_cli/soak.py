@@ -255,6 +255,7 @@ def main(args) -> int:
         raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
                         f"{config.active().ext_memory}")
     stall = config.active().ext_stall if args.stall is None else args.stall
+    runs.make_folder(SOAK_DIR)  # its state and kept images go there: a file in the way is one line, before any batch
     state = load_state(args.seed, args.batch, args.fresh, stall)
     replay.require()
     plan = batches(args.programs, args.batch, args.seed, stall)

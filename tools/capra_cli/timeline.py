@@ -171,6 +171,7 @@ def main(args) -> int:
     require_decode(32, "the timeline")
     if not args.no_rtl:
         replay.require()
+    runs.make_folder(OUT)  # a file where the folder goes is one line now, not a traceback after the work
     m = T.make_model("structured")
     runner = S.make_runner(m, 32, (None, 8))
     cfg = config.active()

@@ -22,7 +22,7 @@ from replay import image, runs
 from replay.simulators import GA2_FILES, GA2_TOP, sim_icarus
 from replay.verdict import judge
 
-from .common import Parser, at_least, check_context, finish
+from .common import Parser, ToolError, at_least, check_context, finish
 
 VCD = runs.OUT / "ga2.vcd"
 
@@ -36,6 +36,9 @@ def arguments(ap: Parser) -> None:
 def main(args) -> int:
     m = T.make_model("structured")
     check_context("--context", args.context, m)
+    if VCD.is_dir():  # found before the replay, not at the rename after it
+        raise ToolError(f"{VCD} is a folder, where the waveform is to be written: move it away")
+    runs.make_folder(VCD.parent)
     replay.require("iverilog")
     pages = -(-args.context // 4) + 1  # the host's pool, pages of 4 rows: enough for the whole context
     _toks, steps = PL.PagedChip(m, args.context, paged=False, n_pages=pages).generate(0, args.context)
