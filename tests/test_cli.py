@@ -415,6 +415,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--quick", says="--quick"),  # the quick table is the chip path's
         bad("--chip", "--context-lengths", "9000", says="--context-lengths"),
         bad("--chip", "--jobs", "0", says="--jobs"),
+        bad("--jobs", "2", says=("--jobs", "give --chip too")),
+        bad("--chip", "--model", "windowed", says=("--model", "both models")),
+        bad("--chip", "--probe-lengths", "16384", says=("--probe-lengths", "no probes")),
     ],
     "kv-bench": [bad("--quick", "3", says="3")],
     "page-groups": [
@@ -472,6 +475,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--lengths", "48", "48", "--no-rtl", says=("--lengths", "48 is given twice")),
         bad("--calib-lengths", "64", "64", "--no-rtl", says=("--calib-lengths", "64 is given twice")),
         bad("--decode-steps", "4", says=("--decode-steps", "outside 5..32")),
+        bad("--no-rtl", "--replay-context", "32", says=("--replay-context", "--no-rtl")),
+        bad("--kv", "paged", "--one-shot-rows", "16", says=("--one-shot-rows", "tiled")),
         without("iverilog", "verilator"),
     ],
 }

@@ -61,6 +61,7 @@ CALIB_SEED = 7  # the calibration prompts' passkeys: random.Random(7 + length)
 EVAL_SEED = 42  # the evaluation's: random.Random(42 + length), PasskeyEvaluator's default
 ANSWER = 7  # tokens of a passkey answer: five digits, ".", and one more
 PASSKEY_DIGITS = 5  # a digit a token: the fewest decode steps that can answer
+REPLAY_CONTEXT = 16  # the context of the decode step replayed unless --replay-context says
 ONE_SHOT_MAX = 494  # the most rows a one-shot attention program compiles for (largest_one_shot)
 MAX_LENGTH = 8192  # the longest prompt taken (a prompt runs token by token through the programs)
 SHORTEST = shortest_prompt()  # the needle and the question: the shortest passkey prompt
@@ -79,11 +80,13 @@ def arguments(ap: Parser) -> None:
     ap.add_argument("--decode-steps", type=int_range(PASSKEY_DIGITS, 32), default=ANSWER, metavar="S",
                     help=f"greedy steps on the machine model after each prompt, {PASSKEY_DIGITS}..32 (fewer than the "
                          f"passkey's {PASSKEY_DIGITS} digits can never retrieve it; default {ANSWER})")
-    ap.add_argument("--replay-context", type=int_range(1, MAX_LENGTH), default=16, metavar="N",
-                    help=f"the context of the decode step replayed on the simulators, 1..{MAX_LENGTH} (default 16)")
+    ap.add_argument("--replay-context", type=int_range(1, MAX_LENGTH), default=None, metavar="N",
+                    help=f"the context of the decode step replayed on the simulators, 1..{MAX_LENGTH} (default "
+                         f"{REPLAY_CONTEXT}; not with --no-rtl)")
     ap.add_argument("--one-shot-rows", type=int_range(1, ONE_SHOT_MAX), default=None, metavar="R",
                     help=f"run attention over up to R rows one-shot, 1..{ONE_SHOT_MAX} (default: one tile, 192, where "
-                         "the one-shot program is the faster; more compares it with the tiled one)")
+                         "the one-shot program is the faster; more compares it with the tiled one; not with --kv "
+                         "paged, where every attention is tiled)")
     ap.add_argument("--kv", choices=KV_MODES, default="contiguous",
                     help="where the K/V lies: contiguous (a copy of the attended rows in each attention program's "
                          "image) or paged (pages of the chip's external memory, every attention tiled with its "
@@ -106,6 +109,11 @@ def _prompts(model, lengths, trials, seed, answer=True):
 
 
 def main(args) -> int:
+    if args.no_rtl and args.replay_context is not None:
+        raise BadArgument("--replay-context", "sets the replay, which --no-rtl leaves out")
+    if args.kv == "paged" and args.one_shot_rows is not None:
+        raise BadArgument("--one-shot-rows", "with --kv paged every attention is tiled (no one-shot program)")
+    args.replay_context = REPLAY_CONTEXT if args.replay_context is None else args.replay_context
     distinct("--calib-lengths", args.calib_lengths)
     distinct("--lengths", args.lengths)
     own_chip()

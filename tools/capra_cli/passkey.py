@@ -105,8 +105,9 @@ def arguments(parser: Parser) -> None:
                         help="needle depth (default: all three)")
     parser.add_argument("--seed", type=int_range(0, 2**32 - 1), default=42,
                         help="base seed: passkeys use Random(seed + length)")
-    parser.add_argument("--model", choices=["mixed", "windowed"], default="mixed",
-                        help="mixed: windowed/global alternating; windowed: every layer windowed")
+    parser.add_argument("--model", choices=["mixed", "windowed"], default=None,
+                        help="mixed: windowed/global alternating; windowed: every layer windowed (default mixed; "
+                             "not with --chip, whose table has both)")
     parser.add_argument("--window", type=at_least(1), default=128,
                         help="window of the windowed layers (default 128); its rings must fit in memory")
     parser.add_argument("--chip", action="store_true",
@@ -116,15 +117,25 @@ def arguments(parser: Parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"with --chip: lengths {' '.join(map(str, passkey_chip.QUICK_LENGTHS))} and "
                              f"{passkey_chip.QUICK_TRIALS} trials unless given (under a minute on two cores)")
-    parser.add_argument("--jobs", type=int_range(1, 8), default=2,
+    parser.add_argument("--jobs", type=int_range(1, 8), default=None,
                         help="with --chip: worker processes running cells side by side (default 2)")
-    parser.add_argument("--probe-lengths", type=at_least(shortest), nargs="*", default=[16384, 65536],
-                        metavar="TOKENS", help="extra lengths where only the induction head's attention is measured")
+    parser.add_argument("--probe-lengths", type=at_least(shortest), nargs="*", default=None,
+                        metavar="TOKENS", help="extra lengths where only the induction head's attention is measured "
+                                               "(default 16384 65536; not with --chip)")
 
 
 def main(args) -> int:
     if args.quick and not args.chip:
         raise BadArgument("--quick", "is for the chip path: give --chip too")
+    if args.jobs is not None and not args.chip:
+        raise BadArgument("--jobs", "is for the chip path: give --chip too")
+    if args.chip and args.model is not None:
+        raise BadArgument("--model", "the chip path's table has both models (mixed, and the windowed control)")
+    if args.chip and args.probe_lengths is not None:
+        raise BadArgument("--probe-lengths", "the chip path measures no probes")
+    args.model = args.model or "mixed"
+    args.jobs = 2 if args.jobs is None else args.jobs
+    args.probe_lengths = [16384, 65536] if args.probe_lengths is None else args.probe_lengths
     if args.chip:
         own_chip("--chip")
     if args.context_lengths is None:
