@@ -316,6 +316,9 @@ MISTAKES: dict[str, list[Mistake]] = {
         bad("--answers", "--all", says=("--answers", "--all")),
         bad("--answers", "-k", "trim", says=("--answers", "-k")),
         too_small("--answers"),
+        bad("--list", "--tier", "fast", says=("--list", "--tier")),
+        bad("--list", "-j", "2", "-v", says=("--list", "-j/--workers", "-v")),
+        bad("--list", "--scheduler", "tcp://127.0.0.1:1", says=("--list", "--scheduler")),
     ],
     "report": [
         bad("--steps", "0", says="--steps"),

@@ -102,6 +102,13 @@ def arguments(ap: Parser) -> None:
 
 
 def main(args) -> int:
+    if args.list:  # lists and runs nothing: an option that sets how mutants run would be ignored
+        unused = [flag for flag, given in (("--tier", args.tier is not None),
+                                           ("-j/--workers", args.workers is not None),
+                                           ("--scheduler", args.scheduler is not None), ("-v", args.verbose))
+                  if given]
+        if unused:
+            raise BadArgument("--list", f"runs nothing; leave out {', '.join(unused)}")
     executor.check(args)
     if args.answers:
         others = [flag for flag, given in (("--all", args.all), ("--list", args.list), ("-k", args.word is not None),
