@@ -54,7 +54,7 @@ arithmetic); tests/test_mixed_chunk.py holds it to both.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -442,6 +442,13 @@ class ChunkedPrefill:
         chip.position += rows
         return trace
 
-    def prefill(self, ids: Sequence[int], executor: str = "reference") -> list[ChunkTrace]:
-        """Every token of `ids` in chunks of ``chunk`` (the last may be shorter), after the cache."""
-        return [self.run_chunk(ids[i:i + self.chunk], executor) for i in range(0, len(ids), self.chunk)]
+    def prefill(self, ids: Sequence[int], executor: str = "reference",
+                progress: Callable[[int], None] | None = None) -> list[ChunkTrace]:
+        """Every token of `ids` in chunks of ``chunk`` (the last may be shorter), after the cache;
+        `progress` is told the tokens done after each chunk (a long prompt takes minutes)."""
+        traces = []
+        for i in range(0, len(ids), self.chunk):
+            traces.append(self.run_chunk(ids[i:i + self.chunk], executor))
+            if progress is not None:
+                progress(min(i + self.chunk, len(ids)))
+        return traces

@@ -33,7 +33,7 @@ from inference.mixed_lm import make_mixed_model
 from inference.mixed_prefill import VectorisedPrefill
 
 from .chip_context import chip_for_benchmark
-from .common import Parser, distinct, finish, int_range, own_chip, replay_checks
+from .common import Parser, Progress, distinct, finish, int_range, own_chip, replay_checks
 from .mixed_chip import ANSWER, EVAL_SEED, SHORTEST, _prompts
 
 MAX_LENGTH = 1024
@@ -85,7 +85,9 @@ def main(args) -> int:
         want_cache = [[k.copy() for k in layer] for layer in chip.keys]
         for c in args.chunks:
             chip.reset()
-            traces = ChunkedPrefill(chip, c).prefill(prompt, executor="both")
+            filled = Progress(f"tokens prefilled ({len(prompt)}-token prompt, chunks of {c})", len(prompt))
+            traces = ChunkedPrefill(chip, c).prefill(
+                prompt, executor="both", progress=lambda done, filled=filled: filled.step(done - filled.done))
             cycles = sum(sum(t.cycles) for t in traces)
             programs = sum(len(t.cycles) for t in traces)
             found = _same(chip, traces, res)

@@ -225,7 +225,8 @@ def main(args) -> int:
         ids = evals[0][0]
         prompt = (ids * (args.replay_context // len(ids) + 1))[:args.replay_context]
         chip.reset()
-        chip.prefill(prompt[:-1])
+        filled = Progress(f"tokens of the replay's {len(prompt) - 1}-token prefill", len(prompt) - 1)
+        chip.prefill(prompt[:-1], progress=lambda done: filled.step(done - filled.done))
         trace = chip.step(prompt[-1], executor="machine")
         with config.use(chip.ext_config(max(r.ext_words for r in trace.runs))):
             records = [image.record(r.code, r.ext()) for r in trace.runs]
