@@ -172,6 +172,11 @@ def test_the_command_list_helps_and_an_unknown_command_is_one_line(capsys):
         main(["no-such-command"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and "no-such-command" in err, err
+    for first in ("--version", "--", "-x"):  # argparse said "the following arguments are required: command, options"
+        with pytest.raises(SystemExit) as stop:
+            main([first, "gather"])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and f"{first!r} is not a command" in err, err
 
 
 
@@ -195,6 +200,25 @@ def test_a_number_on_the_command_line_is_ascii_decimal(text):
 def test_a_number_past_a_limit_is_shown_as_given():
     with pytest.raises(argparse.ArgumentTypeError, match=r"100\.0001 is outside 0\.\.100"):
         common.in_range(float, 0.0, 100.0)("100.0001")
+
+
+def test_a_full_disk_is_one_line_and_exit_1(capsys):
+    """`capra example-a > /dev/full` ended in an OSError traceback."""
+    import errno
+
+    def main() -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with common.program_name("capra example-a"):
+        assert common.run(main) == 1
+    err = capsys.readouterr().err
+    assert err == "capra example-a: error: no space left to write its output\n", err
+
+    def other() -> int:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    with pytest.raises(PermissionError):  # any other OSError is not this case
+        common.run(other)
 
 
 def list_options():
@@ -1046,7 +1070,8 @@ def test_the_figures_refuse_a_run_file_that_is_not_a_complete_passing_run(capsys
 
 @pytest.mark.parametrize("change", [{"win": {}}, {"paged": {"4": [34, 7852, 0]}}, {"share": {"96/16": [0, 30, 0]}},
                                     {"win": {"x": [938, 1152, 0.16]}}, {"win": {"8": [938, 0, 0.16]}},
-                                    {"serve": {"abc": [5, 5, 135, 135]}}])
+                                    {"serve": {"abc": [5, 5, 135, 135]}}, {"win": {"\u00b2": [938, 1152, 0.16]}},
+                                    {"serve": {"\u0668": [5, 5, 135, 135]}}])
 def test_the_figures_refuse_an_incomplete_example_b_file(capsys, no_work, change):
     """Each of these but the first used to write some figures, then end in a traceback."""
     line = refused_by_the_figures(capsys, no_work, json.dumps(GOOD_RUN), {**EXAMPLE_B, **change})

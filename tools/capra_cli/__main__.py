@@ -117,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
         return 0 if argv else 2
+    if argv[0].startswith("-"):  # argparse would say "the following arguments are required"
+        top.error(f"{argv[0]!r} is not a command: the command comes first (capra <command> [options])")
     args = top.parse_args(argv[:1])
     return run_command(args.command, argv[1:])
 

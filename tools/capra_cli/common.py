@@ -18,6 +18,7 @@ raises for a user's mistake become one line and exit status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import re
@@ -227,7 +228,8 @@ def run(main: Callable[..., int], *args: object) -> int:
     """Run a command's ``main(*args)`` and return its exit status: a user's mistake the library
     names (a missing simulator or input file, a configuration or a size GA2 cannot take) is one
     line and 2; Ctrl-C or SIGTERM kills every child and is one line and 130; output closed by its
-    reader (a pipe into `head`) ends the command quietly with 1 (the rest was not shown)."""
+    reader (a pipe into `head`) ends the command quietly with 1 (the rest was not shown); a full disk
+    (or `> /dev/full`) is one line and 1."""
     previous = None
     allow_children()
     if threading.current_thread() is threading.main_thread():
@@ -250,6 +252,17 @@ def run(main: Callable[..., int], *args: object) -> int:
     except (UserError, ConfigError) as error:
         print(f"{runs.program_name()}: error: {one_line(str(error))}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        # a full disk, or output sent to one (`> /dev/full`): one line, not a traceback; what the
+        # command still had to print goes nowhere (the interpreter's last flush would fail again)
+        kill_children()
+        where = error.filename or "its output"
+        print(f"{runs.program_name()}: error: no space left to write {where}", file=sys.stderr)
+        with suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAIL
     except KeyboardInterrupt:
         kill_children()
         print(f"{runs.program_name()}: interrupted; every process it started has been stopped", file=sys.stderr)

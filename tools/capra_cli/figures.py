@@ -252,7 +252,7 @@ def _figures_can_read(b: dict) -> bool:
     rows copied, the decisions compared per window are positive, and the windows and contexts are
     whole numbers (JSON keys are strings)."""
     def whole(key: str) -> bool:
-        return key.isdigit() and int(key) > 0
+        return key.isascii() and key.isdigit() and int(key) > 0
 
     return (all(v[2] > 0 for v in b["paged"].values()) and all(v[0] > 0 for v in b["share"].values())
             and all(whole(w) and v[1] > 0 for w, v in b["win"].items()) and all(whole(c) for c in b["serve"]))
