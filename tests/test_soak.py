@@ -232,3 +232,21 @@ def test_nothing_checked_is_a_failure(fake, monkeypatch, capsys):
     assert code == 1
     assert "cannot build the Verilator testbench: verilator failed" in lines[0]
     assert lines[-1].startswith("soak: 0 programs, 0 mismatches")
+
+
+def test_a_second_run_with_the_same_state_is_refused_while_the_first_runs(fake, capsys):
+    """Two runs of one seed, batch, stall and chip share a state file: the second is one line and
+    exit 2 while the first holds it (they used to rewrite it in turn), and runs once it is free."""
+    import fcntl
+
+    fake(FakeBench())
+    soak.SOAK_DIR.mkdir(parents=True)
+    lock = soak.state_path(0, 1, 0).with_suffix(".lock")
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, out, err = soak_main(capsys, "-n", "1", "--batch", "1", "-j", "1")
+        assert (code, out) == (2, "") and "another soak with these settings is running" in err, err
+        other = soak_main(capsys, "-n", "1", "--batch", "1", "-j", "1", "--seed", "1")
+        assert other[0] == 0, other  # another seed: another state, not held
+    code, out, _err = soak_main(capsys, "-n", "1", "--batch", "1", "-j", "1")
+    assert code == 0, out

@@ -40,10 +40,13 @@ of other settings.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -256,6 +259,26 @@ def main(args) -> int:
                         f"{config.active().ext_memory}")
     stall = config.active().ext_stall if args.stall is None else args.stall
     runs.make_folder(SOAK_DIR)  # its state and kept images go there: a file in the way is one line, before any batch
+    with holding(state_path(args.seed, args.batch, stall)):
+        return _soak(args, stall)
+
+
+@contextmanager
+def holding(path: Path) -> Iterator[None]:
+    """An exclusive lock on the state file `path` while a run uses it: a second run with the same
+    settings and chip (the same state) is refused in one line, instead of both rewriting the state
+    and a --fresh one erasing the other's batches. Runs with other settings have other states."""
+    with open(path.with_suffix(".lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ToolError(f"another soak with these settings is running ({path.name} is in use): wait for it, or "
+                            "give another --seed") from None
+        yield
+
+
+def _soak(args, stall: int) -> int:
+    """The run, holding its state (``main`` checked the arguments and took the lock)."""
     state = load_state(args.seed, args.batch, args.fresh, stall)
     replay.require()
     plan = batches(args.programs, args.batch, args.seed, stall)
