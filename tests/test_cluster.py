@@ -210,3 +210,26 @@ def test_results_in_order_come_in_the_jobs_order_whatever_finishes_first(monkeyp
     monkeypatch.setattr(executor, "run", backwards)
     assert list(executor.run_in_order(str, [3, 1, 2])) == [(3, "3"), (1, "1"), (2, "2")]
     assert [job for job, _ in executor.run_in_order(str, [1, 2, 1])] == [1, 2, 1]  # one object twice
+
+
+def _sigint_disposition() -> str:
+    return repr(signal.getsignal(signal.SIGINT))
+
+
+def _stopped_job() -> None:
+    raise KeyboardInterrupt("the tool is stopping")
+
+
+def test_local_workers_leave_ctrl_c_to_the_command_and_a_stopped_job_is_an_error():
+    """A Ctrl-C reaches the whole process group: workers that took it printed a traceback each
+    before the command's one line. They start with SIGINT ignored (the command stops them), and a
+    job that stop_jobs interrupts ends as an ordinary error of the job (Dask logged a
+    KeyboardInterrupt with its traceback)."""
+    before = signal.getsignal(signal.SIGINT)
+    with executor.executor(1, None) as pool:
+        assert signal.getsignal(signal.SIGINT) is before, "the command keeps its own Ctrl-C"
+        got = pool.submit(_sigint_disposition).result(timeout=60)
+        assert got == repr(signal.SIG_IGN), got
+        stopped = pool.submit(executor._on_these_sources, executor.sources_hash(), _stopped_job)
+        with pytest.raises(executor.JobStopped, match="the tool is stopping"):
+            stopped.result(timeout=60)

@@ -34,6 +34,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import logging
+import signal
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
@@ -131,7 +133,16 @@ def _on_these_sources(expected: str, fn: Callable, *args: object) -> object:
         raise OtherSources(f"a Dask worker's checkout ({runs.ROOT}) has sources {here}, this one {expected}: "
                            "install this checkout's sources on every worker")
     runs.allow_children()  # a worker process runs many jobs; an earlier one may have been stopped
-    return fn(*args)
+    try:
+        return fn(*args)
+    except KeyboardInterrupt as stopped:
+        # stop_jobs stopped this job (the run was interrupted): an ordinary error of the job for Dask,
+        # which logs a KeyboardInterrupt in a task as an unhandled exception with its traceback
+        raise JobStopped(str(stopped) or "stopped") from None
+
+
+class JobStopped(RuntimeError):
+    """A job on a worker that stop_jobs stopped: the run it belonged to was interrupted."""
 
 
 _stoppers: list[Callable[[], None]] = []  # what stops the jobs running in this process (a worker's)
@@ -194,11 +205,20 @@ def executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
     from dask.distributed import Client, LocalCluster
 
     _quiet()
+    # The workers start with Ctrl-C ignored (a started process keeps an ignored signal, and Python
+    # then installs no KeyboardInterrupt for it): a Ctrl-C at the terminal reaches the whole process
+    # group, and each worker printed a traceback before this command's one line; the command stops
+    # them itself (the jobs' simulators, then the cluster).
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     except (OSError, RuntimeError) as error:
         raise ToolError(f"a local Dask cluster of {workers} workers did not start: {error}") from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     client = Client(cluster, set_as_default=False)
     try:
         yield client.get_executor(pure=False)
