@@ -10,8 +10,9 @@ more token of context against the ideal: one K row and one V row to move, 2 x ce
 beats of EXT_WORDS words).
 
 Goals, checked: every step of every window at least 0.80 of its bound, one more token at most 1.25x
-the ideal. Exit status 0 when both hold, 1 when one does not, 2 for a bad argument (fewer than 2
-steps, or more than the largest context the chip can run: found by compiling, see model/host/limits.py).
+the ideal (with 16 steps or more: a shorter decode measures less than a token costs). Exit status 0
+when both hold, 1 when one does not, 2 for a bad argument (fewer than 2 steps, or more than the
+largest context the chip can run: found by compiling, see model/host/limits.py).
 
 Then it writes out/report.html, one page with every result this checkout has made (the roofline,
 decode steps, serving, the sweep, synthesis, the mutation score, the soak: tools/capra_cli/report_page.py),
@@ -36,6 +37,11 @@ from .common import Parser, at_least, check_context, finish, note
 
 GOAL_EFFICIENCY = 0.80  # every step's bound / cycles
 GOAL_PER_TOKEN = 1.25   # one more token of context, against the ideal
+# The fewest steps whose average says what one more token costs: the first steps are bound by the
+# weights' loads, behind which a token's K and V rows hide (steps 1..4 add 5.3 cycles a token, the
+# decode's later steps 8), so a shorter decode measures less than a token costs; below it the goal
+# is said to be not checked.
+SLOPE_STEPS = 16
 WINDOWS = (None, 8, 4)
 PAGE = 4  # rows per page, as in Chapter 15
 
@@ -142,16 +148,20 @@ def main(args) -> int:
     low = min(worst.values())
     moved = f"{words} words" if ideal == words else f"{words} words in {ideal} beats"
     print(f"one more token of context: {per_token:.2f} cycles on average (ideal {ideal}: one K row and one V "
-          f"row of {T.D} int8 = {moved}), {ratio:.2f}x the ideal")
+          f"row of {T.D} int8 = {moved}), {ratio:.2f}x the ideal"
+          + ("" if args.steps >= SLOPE_STEPS else f" (not held to the goal: {args.steps} steps, fewer than the "
+                                                  f"{SLOPE_STEPS} that measure it)"))
     print(fpga.tokens_line([(f"step {len(solo)}", 1, solo[-1]), (f"{len(solo)} steps", len(solo), sum(solo))],
                            config.active()))
     failed = []
     if low < GOAL_EFFICIENCY:
         failed.append(f"a step at {low:.3f} of its bound (goal >= {GOAL_EFFICIENCY:.2f})")
-    if ratio > GOAL_PER_TOKEN:
+    slope = args.steps >= SLOPE_STEPS
+    if slope and ratio > GOAL_PER_TOKEN:
         failed.append(f"one more token at {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
     if not args.no_page:
         write_page(lines, series, args.model)
-    return finish(failed, checks=args.steps * len(WINDOWS),
+    return finish(failed, checks=args.steps * len(WINDOWS) + slope,
                   passed=f"every step of every window >= {GOAL_EFFICIENCY:.2f} of its bound (worst {low:.3f}); "
-                         f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)")
+                         + (f"one more token {ratio:.2f}x the ideal (goal <= {GOAL_PER_TOKEN:.2f}x)" if slope else
+                            f"one more token not checked ({args.steps} steps, fewer than {SLOPE_STEPS})"))
