@@ -258,6 +258,7 @@ def main(args) -> int:
         raise ToolError(f"GA2_EXT: random programs use {SPAN} words of external memory, the configuration has "
                         f"{config.active().ext_memory}")
     stall = config.active().ext_stall if args.stall is None else args.stall
+    replay.require()
     runs.make_folder(SOAK_DIR)  # its state and kept images go there: a file in the way is one line, before any batch
     with holding(state_path(args.seed, args.batch, stall)):
         return _soak(args, stall)
@@ -280,7 +281,6 @@ def holding(path: Path) -> Iterator[None]:
 def _soak(args, stall: int) -> int:
     """The run, holding its state (``main`` checked the arguments and took the lock)."""
     state = load_state(args.seed, args.batch, args.fresh, stall)
-    replay.require()
     plan = batches(args.programs, args.batch, args.seed, stall)
     if stall:
         print(f"memory: every AXI channel stalls {stall}% of the cycles (a schedule seed per batch)", flush=True)
