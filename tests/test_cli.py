@@ -1019,14 +1019,14 @@ def test_ch15_run_names_a_chip_other_than_the_default_first_and_records_it(capsy
 
 @pytest.mark.parametrize("environment,stall,says", [
     ({}, None, None),
-    ({}, 50, "configuration: L4 S4096 Q4 stall 50% seed 1 (--stall / --stall-seed; the memory stalls, the chip is "
-             "the default)"),
+    ({}, 50, "configuration: L4 S4096 Q4 stall 50% seed 1 (--stall / --stall-seed; the chip is the default, its "
+             "memory stalls)"),
     ({"GA2_CONFIG": "ext_words=2"}, None, "configuration: L4 S4096 Q4 E2 (GA2_CONFIG / GA2_EXT; the chip and the "
                                           "model are built for it)"),
     ({"GA2_CONFIG": "ext_words=2"}, 50, "configuration: L4 S4096 Q4 E2 stall 50% seed 1 (GA2_CONFIG / GA2_EXT and "
                                         "--stall / --stall-seed; the chip and the model are built for it)"),
     ({"GA2_CONFIG": "ext_stall=20"}, None, "configuration: L4 S4096 Q4 stall 20% seed 1 (GA2_CONFIG / GA2_EXT; the "
-                                           "chip and the model are built for it)"),
+                                           "chip is the default, its memory stalls)"),
 ])
 def test_the_chip_line_names_what_set_the_chip(monkeypatch, environment, stall, says):
     """`make sim STALL=50` sets the memory on the command line: its line must not name GA2_CONFIG."""
@@ -1037,6 +1037,17 @@ def test_the_chip_line_names_what_set_the_chip(monkeypatch, environment, stall, 
     from_env = config.from_environment()
     with config.use(from_env if stall is None else dataclasses.replace(from_env, ext_stall=stall)):
         assert common.chip_line() == says
+
+
+def test_the_chip_line_of_a_chip_set_by_the_program_names_no_setting(monkeypatch):
+    """A chip set in-process (config.use), no environment: what differs, and no source named."""
+    for name in (config.ENV, config.ENV_EXT):
+        monkeypatch.delenv(name, raising=False)
+    with config.use(config.Config(ext_latency=8, ext_words=2)):
+        assert common.chip_line() == "configuration: L8 S4096 Q4 E2 (the chip and the model are built for it)"
+    assert common.chip_line(config.Config(n=8, ext_stall=50)) == (
+        "configuration: L4 S4096 Q4 N8 stall 50% seed 1 (--stall / --stall-seed; the chip and the model are built "
+        "for it)")
 
 
 EXAMPLE_B = {"contig": [4, 1022, 8192], "paged": {"4": [34, 7852, 7916]}, "share": {"96/16": [72, 30, 0]},

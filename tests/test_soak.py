@@ -98,6 +98,11 @@ def test_the_memory_stalls_as_the_configuration_says_unless_stall_is_given(fake,
         code, out, _err = soak_main(capsys, "-n", "2", "--batch", "1", "-j", "1", *argv)
     assert code == 0, out
     assert len(seen) == 4 and {a for run in seen for a in run if a.startswith("+STALL=")} == stalls, seen
+    # what it prints agrees: the stalls on the memory line, the chip (the default here) on no line
+    assert "configuration:" not in out, out
+    assert [line for line in out.splitlines() if line.startswith("memory:")] == (
+        [f"memory: every AXI channel stalls {stalls.pop()[7:]}% of the cycles (a schedule seed per batch)"]
+        if stalls else []), out
 
 
 def test_a_mismatch_is_counted_and_the_rest_of_its_batch_still_checked(fake, capsys):

@@ -365,18 +365,23 @@ def chip_argument(option: str, key: str) -> config.Config:
         raise BadArgument(option, str(error)) from None
 
 
-def chip_line() -> str | None:
-    """The line that names the active chip on a command's output and what set it (the environment,
-    --stall / --stall-seed, or both), None on the default chip (whose output stays the book's)."""
-    active = config.active()
+def chip_line(active: config.Config | None = None) -> str | None:
+    """The line that names the chip a command runs (`active`, default the active configuration) on
+    its output, with what set it (GA2_CONFIG / GA2_EXT, --stall / --stall-seed) and what differs from
+    the default (the chip, or only its memory's stalls); None on the default chip (whose output
+    stays the book's)."""
+    active = config.active() if active is None else active
     if active == config.DEFAULT:
         return None
     environment = config.from_environment()
-    stall = (active.ext_stall, active.ext_seed) != (environment.ext_stall, environment.ext_seed)
-    if environment == config.DEFAULT:  # the memory alone, from the command line: the chip is the default
-        return f"configuration: {active.label()} (--stall / --stall-seed; the memory stalls, the chip is the default)"
-    given = "GA2_CONFIG / GA2_EXT and --stall / --stall-seed" if stall else "GA2_CONFIG / GA2_EXT"
-    return f"configuration: {active.label()} ({given}; the chip and the model are built for it)"
+    given = [name for name, differs in (
+        ("GA2_CONFIG / GA2_EXT", environment != config.DEFAULT),
+        ("--stall / --stall-seed",
+         (active.ext_stall, active.ext_seed) != (environment.ext_stall, environment.ext_seed)),
+    ) if differs]
+    chip_differs = replace(active, ext_stall=0, ext_seed=config.SEED_DEFAULT) != config.DEFAULT
+    what = "the chip and the model are built for it" if chip_differs else "the chip is the default, its memory stalls"
+    return f"configuration: {active.label()} ({' and '.join(given) + '; ' if given else ''}{what})"
 
 
 def no_chip(why: str) -> None:

@@ -208,7 +208,10 @@ def executor(workers: int, scheduler: str | None) -> Iterator[cf.Executor]:
     # The workers start with Ctrl-C ignored (a started process keeps an ignored signal, and Python
     # then installs no KeyboardInterrupt for it): a Ctrl-C at the terminal reaches the whole process
     # group, and each worker printed a traceback before this command's one line; the command stops
-    # them itself (the jobs' simulators, then the cluster).
+    # them itself (the jobs' simulators, then the cluster). Two gaps, both rare: a Ctrl-C in the
+    # second or two the cluster takes to start is lost (press it again), and a worker Dask starts
+    # again after one died takes Ctrl-C as usual. (Blocking SIGINT instead would keep the first, but
+    # Dask starts its processes from a thread of its own, which keeps its own signal mask.)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:

@@ -284,7 +284,8 @@ def _soak(args, stall: int) -> int:
     plan = batches(args.programs, args.batch, args.seed, stall)
     if stall:
         print(f"memory: every AXI channel stalls {stall}% of the cycles (a schedule seed per batch)", flush=True)
-    if (line := chip_line()) is not None:
+    # the chip alone: the memory's stalls are the line above (a seed per batch), whatever GA2_CONFIG said
+    if (line := chip_line(replace(config.active(), ext_stall=0))) is not None:
         print(line, flush=True)
     todo = [b for b in plan if state["done"].get(str(b.index), {}).get("programs") != b.count]
     checked, bad = totals(state, plan)
