@@ -65,7 +65,7 @@ SCHEDULER ?=
 CLUSTER_ARGS = $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # A memory that stalls: make sim STALL=25 (percent of cycles each AXI channel stalls; SEED=<n> picks
-# the schedule), also make soak and make serve; the machine model runs on the same schedule.
+# the schedule, with STALL only), also make soak and make serve; the machine model runs on the same schedule.
 STALL ?=
 SEED ?=
 MEMORY_ARGS = $(if $(STALL),--stall $(STALL)) $(if $(SEED),--stall-seed $(SEED))

@@ -179,7 +179,6 @@ def test_the_command_list_helps_and_an_unknown_command_is_one_line(capsys):
         assert stop.value.code == 2 and err.count("\n") == 1 and f"{first!r} is not a command" in err, err
 
 
-
 @pytest.mark.parametrize("text", ["1_0", " 3", "3 ", "\u0668", "0x10", "+-1", ""])
 def test_an_integer_on_the_command_line_is_ascii_digits(text):
     """int() takes '1_0', ' 3' and digits of other scripts; the command line does not."""
@@ -206,11 +205,11 @@ def test_a_full_disk_is_one_line_and_exit_1(capsys):
     """`capra example-a > /dev/full` ended in an OSError traceback."""
     import errno
 
-    def main() -> int:
+    def full() -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with common.program_name("capra example-a"):
-        assert common.run(main) == 1
+        assert common.run(full) == 1
     err = capsys.readouterr().err
     assert err == "capra example-a: error: no space left to write its output\n", err
 
@@ -249,6 +248,7 @@ def test_a_list_option_given_twice_keeps_both_lists():
         assert getattr(parse([]), action.dest) == action.default, (name, option)
         seen += 1
     assert seen >= 10, f"only {seen} list options found"
+
 
 # ---- a mistake is one line, exit status 2, before any work ---------------------------------------
 

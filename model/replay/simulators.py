@@ -3,9 +3,8 @@
 A compiled simulator is kept in the build cache (``out/sim/``, or the folder named by the
 ``CAPRA_SIM_CACHE`` environment variable), keyed by the contents of every source it reads (the
 files named, and every ``rtl/*.v``, ``rtl/*.vh`` and ``tb/*.v``, which the simulators find by module
-name), the
-top module, the defines, the flags and the simulator's version (the sources as a set: the order
-they are named in does not change what is built). So a build is made once per change
+name), the top module, the defines, the flags and the simulator's version (the sources as a set: the
+order they are named in does not change what is built). So a build is made once per change
 of RTL, configuration or tool, and two copies of the repository with the same RTL can share one.
 
 A Verilator build compiles the generated C++ of the design and Verilator's own runtime (about a
