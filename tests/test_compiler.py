@@ -320,6 +320,23 @@ def test_a_non_finite_value_anywhere_is_refused_naming_its_tensor(where, row, co
         entry()
 
 
+@pytest.mark.parametrize("edit, says", [
+    (lambda g: setattr(g.nodes["y"], "shape", (2, 2)),
+     r"node 'y' \(matmul\) has shape \(2, 2\), its inputs give \(2, 3\)"),
+    (lambda g: setattr(g.nodes["y"], "shape", (2, 1)), r"its inputs give \(2, 3\)"),
+    (lambda g: setattr(g.nodes["y"], "shape", (1, 3)), r"its inputs give \(2, 3\)"),
+    (lambda g: setattr(g.nodes["x"], "shape", (2, 5)), r"matmul 'y': x is 2x5 but w has 4 rows"),
+    (lambda g: setattr(g, "outputs", ["nope"]), r"output 'nope' is not a node"),
+])
+def test_a_node_edited_after_building_is_refused_before_it_is_compiled(edit, says):
+    """A shape changed after the graph was built compiled, and ran with values the graph's own
+    arithmetic does not give (2 x 3 from run, 2 x 2 from the machine)."""
+    g = ranged_graph()
+    edit(g)
+    with pytest.raises(capra.CompileError, match=says):
+        capra.compile_graph(g, [good_feed()])
+
+
 def test_all_nan_calibration_is_refused():
     with pytest.raises(capra.CompileError, match="calibration set 0: input 'x' holds nan .*8 of 8 values"):
         capra.compile_graph(ranged_graph(), [{"x": np.full((2, 4), np.nan)}])

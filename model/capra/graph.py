@@ -151,7 +151,44 @@ class Graph:
                 if node.attrs["hi"] > parent[0] or node.shape[1] != parent[1]:
                     raise GraphError(f"rows {key!r}: rows {node.attrs['lo']}..{node.attrs['hi'] - 1} of a "
                                      f"{parent[0]} x {parent[1]} tensor")
+            derived = self._derived_shape(node)
+            if derived is not None and tuple(node.shape) != derived:
+                raise GraphError(f"node {key!r} ({node.op}) has shape {tuple(node.shape)}, its inputs give {derived}")
             seen.add(key)
+        for name in self.outputs:
+            if name not in self.nodes:
+                raise GraphError(f"output {name!r} is not a node")
+
+    def _derived_shape(self, node: Node) -> tuple[int, int] | None:
+        """The shape a node's construction method gives it from its inputs' shapes (None for an
+        input, whose shape is its own); GraphError where the inputs do not fit together."""
+        shapes = [tuple(self.nodes[i].shape) for i in node.inputs]
+        if node.op == "input":
+            return None
+        if node.op == "const":
+            return tuple(np.atleast_2d(node.attrs["value"]).shape)
+        if node.op == "matmul":
+            (ra, ka), (rb, cb) = shapes
+            k, m = (cb, rb) if node.attrs.get("transpose_b") else (rb, cb)
+            if ka != k:
+                raise GraphError(f"matmul {node.name!r}: {node.inputs[0]} is {ra}x{ka} but {node.inputs[1]} "
+                                 f"has {k} rows")
+            return ra, m
+        if node.op == "concat":
+            (ra, ca), (rb, cb) = shapes
+            if ca != cb:
+                raise GraphError(f"concat {node.name!r}: {node.inputs[0]} has {ca} columns, "
+                                 f"{node.inputs[1]} has {cb}")
+            return ra + rb, ca
+        if node.op == "rows":
+            return node.attrs["hi"] - node.attrs["lo"], shapes[0][1]
+        if node.op in ("add", "mul"):
+            if shapes[0] != shapes[1]:
+                raise GraphError(f"{node.op} {node.name!r}: shapes {shapes[0]} and {shapes[1]} differ")
+            return shapes[0]
+        if node.op == "argmax":
+            return shapes[0][0], 1
+        return shapes[0]  # softmax, relu: the input's shape
 
     @property
     def inputs(self) -> list[str]:
