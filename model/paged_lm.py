@@ -322,16 +322,34 @@ def window_rows(kc: Sequence, W: int | None) -> Sequence:
     return kc[len(kc) - (W - 1):]
 
 
+def _cache_rows(rows, name: str) -> int:
+    """The number of cached rows in `rows` (k or v rows of D finite numbers each), or ValueError
+    naming it: float_step reshapes what it is given, so a transposed or 3-D cache would be read as
+    other rows without a word."""
+    a = np.asarray(rows, dtype=np.float64) if len(rows) else np.zeros((0, T.D))
+    if a.ndim != 2 or a.shape[1] != T.D:
+        raise ValueError(f"{name} must be rows of {T.D} numbers, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} holds a NaN or an infinity")
+    return a.shape[0]
+
+
 def float_windowed(m: dict, tok: int, kc, vc, W: int | None):
     """One float decode step that attends the new token and at most W - 1 previous ones.
 
     Same result as ``tiny_lm.float_step`` (logits, k, v, info); with W None it *is* float_step.
     """
+    _token(tok, "tok")
+    if _cache_rows(kc, "kc") != _cache_rows(vc, "vc"):
+        raise ValueError(f"kc has {len(kc)} rows and vc {len(vc)}: one of each per cached token")
     return T.float_step(m, tok, window_rows(kc, W), window_rows(vc, W))
 
 
 def float_generate(m: dict, start: int, n: int, W: int | None = None) -> list[int]:
     """Greedy float decode of n tokens after start, with window W; returns [start, t1, ..., tn]."""
+    start = _token(start, "start")
+    n = integer(n, "n", 0)
+    _check_window(W)
     toks = [start]
     kc: list = []
     vc: list = []
@@ -359,6 +377,10 @@ def calibrate(m: dict, steps: int, W: int | None, starts: Iterable[int] = range(
     k_new is re-quantized exactly when a later program reads it back as a kc row.
     """
     _check_window(W)
+    steps = integer(steps, "steps", 1)
+    starts = [_token(t, "a start token") for t in starts]
+    if not starts:
+        raise ValueError("starts is empty: calibration needs at least one start token")
     cal = host.calibrate(m, steps, [W], starts)
     return cal.feeds, {group: cal.ranges[group] for group in SHARED_RANGES}
 
@@ -396,6 +418,8 @@ class PagedChip:
                  starts: Iterable[int] = range(T.V), paged: bool = True) -> None:
         _check_window(W)
         steps = integer(steps, "steps", 1)
+        if steps > C.isa.MM_MAX_K:  # calibrating for more would run for ever, and no such program runs
+            raise ValueError(f"steps={steps}: no decode context past {C.isa.MM_MAX_K} can run on GA2")
         PageTable(n_pages, page)  # the pool's sizes, checked now rather than at the first generate
         starts = list(starts)
         if not starts:
@@ -422,6 +446,11 @@ class PagedChip:
                                      f"{self.steps} steps with window {self.W}")
             self.progs[n] = host.PROGRAMS.get(self.m, [n], self.ranges, self.calib[n])
         return self.progs[n]
+
+    def pages_held(self, n: int) -> int:
+        """The most pages a decode of n steps holds at once: after step L's row is appended and
+        before its release, rows trim_point(L - 1) .. L - 1 (the window rule's count)."""
+        return max((-(-L // self.page) - self.trim_point(L - 1) // self.page for L in range(1, n + 1)), default=0)
 
     def trim_point(self, L: int) -> int:
         """After step L, the first row the next step needs (rows before it may be released)."""
@@ -474,6 +503,11 @@ class PagedChip:
         if n and context_size(n, self.W) not in self.calib:  # the longest context this decode needs
             raise C.CompileError(f"no calibration for context {context_size(n, self.W)}: the chip was "
                                  f"calibrated for {self.steps} steps with window {self.W}")
+        own_rule = (type(self).release_after is PagedChip.release_after
+                    and type(self).trim_point is PagedChip.trim_point)
+        if own_rule and self.pages_held(n) > self.n_pages:  # refused before a step runs, the chip as it was
+            raise OutOfPages(f"generate({start}, {n}) holds up to {self.pages_held(n)} pages of {self.page} rows "
+                             f"at once; the pool has {self.n_pages}")
         cache = self.new_cache()
         plain: list[np.ndarray] = []  # the reference host's cache: one (k, v) row per token
         toks = [start]

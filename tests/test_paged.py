@@ -309,6 +309,48 @@ def test_paged_chip_runs_out_of_pages_with_a_clear_error():
         chip.generate(0, 10)
 
 
+def test_a_decode_the_pool_cannot_hold_is_refused_before_a_step_runs():
+    """The pages a decode holds follow from the window rule: 16 steps in pages of 2 need 8, and a
+    pool of 3 is refused before any step (the chip used to run 6 steps and keep their cache)."""
+    chip = PL.PagedChip(T.make_model("structured"), 16, W=None, page=2, n_pages=3)
+    chip.generate(0, 2)
+    cache, peak, progs = chip.cache, chip.peak, dict(chip.progs)
+    with pytest.raises(PL.OutOfPages, match="holds up to 8 pages of 2 rows at once; the pool has 3"):
+        chip.generate(0, 16)
+    assert chip.cache is cache and chip.peak == peak and chip.progs == progs
+    for W in (None, 8, 4):  # the count is the peak a decode reaches
+        chip = PL.PagedChip(T.make_model("structured"), 32, W)
+        chip.generate(0, 32)
+        assert chip.pages_held(32) == chip.peak, W
+
+
+def test_steps_past_the_longest_context_are_refused_when_the_chip_is_made():
+    with pytest.raises(ValueError, match="steps=1025: no decode context past 1024"):
+        PL.PagedChip(T.make_model("structured"), 1025)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda m: PL.float_windowed(m, -1, [], [], 2), "tok -1"),
+    (lambda m: PL.float_windowed(m, 0, np.zeros((16, 3)), np.zeros((16, 3)), None), r"kc must be rows of 16"),
+    (lambda m: PL.float_windowed(m, 0, np.zeros((3, 2, 16)), np.zeros((3, 2, 16)), None), r"got shape \(3, 2, 16\)"),
+    (lambda m: PL.float_windowed(m, 0, np.zeros((3, 16)), np.zeros((1, 16)), 2), "kc has 3 rows and vc 1"),
+    (lambda m: PL.float_windowed(m, 0, np.full((2, 16), np.nan), np.zeros((2, 16)), None), "kc holds a NaN"),
+    (lambda m: PL.float_generate(m, 0, -3), "n must be"),
+    (lambda m: PL.float_generate(m, 0, True), "n must be"),
+    (lambda m: PL.float_generate(m, 0, 0, -1), "window W"),
+    (lambda m: PL.float_generate(m, 16, 2), "start 16"),
+    (lambda m: PL.calibrate(m, 0, 4, [0]), "steps"),
+    (lambda m: PL.calibrate(m, True, 4, [0]), "steps"),
+    (lambda m: PL.calibrate(m, 4, 4, [-1]), "start token -1"),
+    (lambda m: PL.calibrate(m, 4, 4, []), "starts is empty"),
+])
+def test_the_float_reference_and_calibration_name_a_bad_argument(call, match):
+    """float_step reshapes what it is given: a transposed or 3-D cache was read as other rows, -1
+    was the last token's embedding, and calibrate took 0 steps or no start as an empty calibration."""
+    with pytest.raises(ValueError, match=match):
+        call(T.make_model("structured"))
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda chip: chip.generate(-1, 3), "start -1"), (lambda chip: chip.generate(16, 3), "start 16"),
     (lambda chip: chip.generate(True, 3), "start True"), (lambda chip: chip.generate(1.0, 3), "start 1.0"),
