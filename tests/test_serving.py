@@ -473,6 +473,16 @@ def test_bad_server_settings(structured, kwargs, match):
         S.Server(m, **args)
 
 
+def test_a_shared_runner_must_run_the_servers_model(structured):
+    """A runner made for another model was used as it was, and m ignored: a server of the random
+    model decoded the structured one's tokens."""
+    m, progs = structured
+    S.Server(T.make_model("structured"), 2, runner=progs)  # the same weights, another dict: fine
+    for other in (T.make_model("random"), {"junk": 1}):
+        with pytest.raises(ValueError, match="runner: it runs another model than m"):
+            S.Server(other, 2, runner=progs)
+
+
 def test_a_request_id_shaped_like_the_servers_own_prefix_key_is_just_an_id(structured):
     """The pool keeps a shared prompt's pages under a key of the server's own; an id that looked
     like the old key ("prefix", (prompt, window)) made the fork fail halfway through a step."""

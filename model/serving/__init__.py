@@ -28,6 +28,7 @@ import numpy as np
 import tiny_lm as T
 from capra import isa
 from capra.checks import integer
+from host.programs import model_fingerprint as fingerprint
 from paged_lm import window_rows
 
 from .block_manager import BlockManager, pages_needed
@@ -124,6 +125,9 @@ class Server:
             raise ValueError("windows=(): a server needs at least one window a request may ask for (None: no window)")
         if runner is not None and not isinstance(runner, host.ModelRunner):
             raise ValueError(f"runner={runner!r}: give a host.ModelRunner or None")
+        if runner is not None and runner.m is not m and (
+                not isinstance(m, dict) or fingerprint(runner.m) != fingerprint(m)):
+            raise ValueError("runner: it runs another model than m (a shared runner must be made for the same model)")
         self.blocks = BlockManager(n_pages, page)
         self.m = m
         self.keep_images = keep_images
