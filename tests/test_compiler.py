@@ -337,6 +337,24 @@ def test_a_node_edited_after_building_is_refused_before_it_is_compiled(edit, say
         capra.compile_graph(g, [good_feed()])
 
 
+@pytest.mark.parametrize("flag", ["relu", "transpose_b"])
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_a_matmul_flag_is_a_bool(flag, value):
+    """relu="no" was stored and read as true (a relu applied), transpose_b="no" as transposed."""
+    g = Graph("flags")
+    x = g.input("x", (2, 4))
+    with pytest.raises(capra.GraphError, match=f"{flag} must be True or False"):
+        g.matmul("y", x, g.const("w", np.ones((4, 4))), **{flag: value})
+    g.matmul("ok", x, g.const("v", np.ones((4, 4))), **{flag: np.bool_(False)})
+    assert g.nodes["ok"].attrs[flag] is False
+
+
+def test_run_takes_machine_as_a_bool():
+    P = capra.compile_graph(ranged_graph(), [good_feed()])
+    with pytest.raises(ValueError, match="machine must be True or False"):
+        capra.run(P, good_feed(), machine="no")
+
+
 def test_all_nan_calibration_is_refused():
     with pytest.raises(capra.CompileError, match="calibration set 0: input 'x' holds nan .*8 of 8 values"):
         capra.compile_graph(ranged_graph(), [{"x": np.full((2, 4), np.nan)}])

@@ -371,7 +371,8 @@ def test_paged_chip_refuses_bad_arguments_before_touching_its_state(call, match)
 
 @pytest.mark.parametrize("kwargs, match", [({"steps": 0}, "steps"), ({"steps": 2.5}, "steps"), ({"page": 0}, "page"),
                                            ({"n_pages": 0}, "n_pages"), ({"starts": []}, "starts"),
-                                           ({"starts": [16]}, "start token 16"), ({"W": True}, "window W")])
+                                           ({"starts": [16]}, "start token 16"), ({"W": True}, "window W"),
+                                           ({"paged": "no"}, "paged must be True or False")])
 def test_paged_chip_settings_are_checked_when_it_is_made(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PL.PagedChip(T.make_model("structured"), **({"steps": 4} | kwargs))

@@ -51,6 +51,8 @@ def _as_output(P: Program, name: str, ints: np.ndarray) -> tuple[list[list[int]]
 def run(P: Program, inputs: dict, machine: bool = False):
     """Run a program. machine=False: the numpy integer semantics. machine=True: the GA2 machine
     model on the program's memory image; returns (outputs, machine) so counters can be read."""
+    if not isinstance(machine, bool | np.bool_):  # "no" would read as true and run the machine
+        raise ValueError(f"machine must be True or False, got {machine!r}")
     if not machine:
         vals = run_reference(P, inputs)
         return {name: _as_output(P, name, vals[name]) for name in P.outputs}
