@@ -514,3 +514,20 @@ def test_tiny_lm_make_model_reaches_the_mixed_model():
     ids = np.array([[1, 2, 3, 4]])
     assert np.array_equal(generate(a, ids, max_new_tokens=4, temperature=0.0),
                           generate(b, ids, max_new_tokens=4, temperature=0.0))
+
+
+@pytest.mark.parametrize("windowed", [True, False])
+@pytest.mark.parametrize("bad, says", [(np.nan, "holds a NaN or an infinity"), (np.inf, "holds a NaN or an infinity"),
+                                       (1e300, "holds a value past the range of the layer's float32")])
+def test_kv_cache_refuses_a_value_it_would_not_store_as_given(windowed, bad, says):
+    """A NaN or an infinity was stored, and 1e300 into a float32 layer became an infinity with only a
+    RuntimeWarning; each is refused, naming the tensor, and the cache is left as it was."""
+    cache = MixedKVCache()
+    k, v = tagged([1.0, 2.0])
+    cache.append(0, k.astype(np.float32), v.astype(np.float32), is_windowed=windowed, window=3)
+    before = snapshot(cache)
+    k_bad, v_good = tagged([3.0])
+    k_bad[0, 0, 0, 0] = bad
+    with pytest.raises(ValueError, match=f"layer 0: k_rot {says}"):
+        cache.append(0, k_bad, v_good, is_windowed=windowed, window=3)
+    assert snapshot(cache) == before

@@ -170,9 +170,10 @@ class MixedKVCache:
     def append(self, layer_idx: int, k_rot: np.ndarray, v: np.ndarray, is_windowed: bool, window: int) -> None:
         """Add T_new tokens (``k_rot``, ``v`` shaped (B, H_kv, T_new, D), floating point) to one layer.
 
-        Raises ValueError for inconsistent shapes, a non-float dtype, a layer used as both kinds or
-        a changed window, and CacheCapacityError when a global layer would exceed
-        ``global_cap_tokens``; in every error case the cache is left exactly as it was.
+        Raises ValueError for inconsistent shapes, a non-float dtype, a NaN or an infinity (as it
+        would be stored), a layer used as both kinds or a changed window, and CacheCapacityError
+        when a global layer would exceed ``global_cap_tokens``; in every error case the cache is left
+        exactly as it was.
         """
         k_rot = np.asarray(k_rot)
         v = np.asarray(v)
@@ -185,6 +186,15 @@ class MixedKVCache:
                             (("k_rot", k_rot.dtype), ("v", v.dtype)))
         if k_rot.shape[2] == 0:
             return
+        kept = self._rings.get(layer_idx) or self._growing.get(layer_idx)
+        for name, x in (("k_rot", k_rot), ("v", v)):
+            if not np.isfinite(x).all():
+                raise ValueError(f"layer {layer_idx}: {name} holds a NaN or an infinity")
+            if kept is not None and x.dtype != kept.k.dtype:  # as stored: 1e300 into float32 is an infinity
+                with np.errstate(over="ignore"):
+                    if not np.isfinite(x.astype(kept.k.dtype)).all():
+                        raise ValueError(f"layer {layer_idx}: {name} holds a value past the range of the "
+                                         f"layer's {kept.k.dtype}")
         # Validated: nothing below can fail on the arguments (float into float never does).
         if is_windowed:
             self._write_ring(layer_idx, k_rot, v, window)
