@@ -25,6 +25,7 @@ The chapter's listings call ``OutOfPages``, ``PageTable``, ``float_windowed``, `
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Hashable, Iterable, Sequence
 
@@ -260,11 +261,13 @@ class ArrayPageTable(PageTable):
 
     def __init__(self, n_pages: int, page: int = 4, row_shape: Sequence[int] = (), dtype=np.float64) -> None:
         super().__init__(n_pages, page)
+        if not isinstance(row_shape, Sequence) or isinstance(row_shape, str | bytes):
+            raise ValueError(f"row_shape={row_shape!r}: give a tuple of dimensions, () for a row of one number")
         self.row_shape = tuple(integer(d, "a row_shape dimension", 1) for d in row_shape)
         self.dtype = np.dtype(dtype)
         if self.dtype.kind not in "biuf":
             raise ValueError(f"dtype={self.dtype}: the pool holds numbers (bool, integer or float)")
-        size = n_pages * page * int(np.prod(self.row_shape, dtype=np.int64)) * self.dtype.itemsize
+        size = n_pages * page * math.prod(self.row_shape) * self.dtype.itemsize  # Python ints: no overflow
         if size > MAX_POOL_BYTES:
             raise ValueError(f"a pool of {n_pages} x {page} rows of shape {self.row_shape} ({self.dtype}) would take "
                              f"{size / 2**30:.1f} GiB, more than {MAX_POOL_BYTES >> 30} GiB")
@@ -283,7 +286,10 @@ class ArrayPageTable(PageTable):
             raise BadRow(f"request {rid!r}: row of {raw.dtype} values, the pool holds real numbers ({self.dtype})")
         if raw.dtype.kind == "f" and not np.isfinite(raw).all():
             raise BadRow(f"request {rid!r}: row holds NaN or infinity")
-        value = raw.astype(self.dtype)
+        with np.errstate(over="ignore"):
+            value = raw.astype(self.dtype)
+        if self.dtype.kind == "f" and not np.isfinite(value).all():  # 1e6 as float16 is an infinity
+            raise BadRow(f"request {rid!r}: row holds a value past the range of the pool's {self.dtype}")
         if self.dtype.kind in "biu" and not np.array_equal(value, raw):
             raise BadRow(f"request {rid!r}: row does not fit the pool's {self.dtype} unchanged")
         super().append(rid, value)
@@ -492,7 +498,7 @@ class PagedChip:
         row and releases what no later step reads (``release_after``); a host with another rule
         for which rows a step reads overrides those two (model/answers/sinks.py does).
         """
-        _token(start, "start")
+        start = _token(start, "start")
         n = integer(n, "n", 0)
         if force is not None:
             force = list(force)

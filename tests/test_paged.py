@@ -324,6 +324,26 @@ def test_a_decode_the_pool_cannot_hold_is_refused_before_a_step_runs():
         assert chip.pages_held(32) == chip.peak, W
 
 
+def test_array_pool_refuses_sizes_and_values_it_cannot_hold():
+    """row_shape=5 said "'int' object is not iterable", a huge row_shape overflowed np.prod to 0 past
+    the size limit, and 1e6 became an infinity in a float16 pool."""
+    with pytest.raises(ValueError, match="row_shape=5: give a tuple"):
+        PL.ArrayPageTable(4, 2, row_shape=5)
+    with pytest.raises(ValueError, match="GiB, more than"):
+        PL.ArrayPageTable(4, 2, row_shape=(2**32, 2**32))
+    table = PL.ArrayPageTable(4, 2, row_shape=(2,), dtype=np.float16)
+    table.new(0)
+    with pytest.raises(PL.BadRow, match="past the range of the pool's float16"):
+        table.append(0, [1e6, 0.0])
+    assert table.length == {0: 0} and table.used() == 0
+
+
+def test_generate_keeps_the_start_token_as_an_int():
+    chip = PL.PagedChip(T.make_model("structured"), 2, W=None, page=2, n_pages=4)
+    tokens, _records = chip.generate(np.int64(3), 2)
+    assert type(tokens[0]) is int and tokens[0] == 3
+
+
 def test_steps_past_the_longest_context_are_refused_when_the_chip_is_made():
     with pytest.raises(ValueError, match="steps=1025: no decode context past 1024"):
         PL.PagedChip(T.make_model("structured"), 1025)

@@ -377,6 +377,8 @@ def generate(
     not a number).
     """
     ids = _validate_generate_args(model, input_ids, max_new_tokens, temperature, top_p)
+    if seed is not None and (not _is_int(seed) or seed < 0):  # numpy's own error names no argument
+        raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
     batch, t_prompt = ids.shape
     out = np.empty((batch, t_prompt + max_new_tokens), dtype=np.int64)
     out[:, :t_prompt] = ids
