@@ -33,7 +33,7 @@ import capra as C
 import host
 import numpy as np
 import tiny_lm as T
-from capra.checks import integer
+from capra.checks import flag, integer
 
 # ---- errors --------------------------------------------------------------------------------------
 
@@ -426,8 +426,7 @@ class PagedChip:
         steps = integer(steps, "steps", 1)
         if steps > C.isa.MM_MAX_K:  # calibrating for more would run for ever, and no such program runs
             raise ValueError(f"steps={steps}: no decode context past {C.isa.MM_MAX_K} can run on GA2")
-        if not isinstance(paged, bool | np.bool_):  # "no" would read as true
-            raise ValueError(f"paged must be True or False, got {paged!r}")
+        paged = flag(paged, "paged")
         PageTable(n_pages, page)  # the pool's sizes, checked now rather than at the first generate
         starts = list(starts)
         if not starts:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import asm, config, isa
+from . import asm, checks, config, isa
 from .compiler import CompileError, Program, compile_graph
 from .graph import Graph, GraphError
 from .machine import HazardError, Machine, ProgramError, run_program
@@ -51,9 +51,7 @@ def _as_output(P: Program, name: str, ints: np.ndarray) -> tuple[list[list[int]]
 def run(P: Program, inputs: dict, machine: bool = False):
     """Run a program. machine=False: the numpy integer semantics. machine=True: the GA2 machine
     model on the program's memory image; returns (outputs, machine) so counters can be read."""
-    if not isinstance(machine, bool | np.bool_):  # "no" would read as true and run the machine
-        raise ValueError(f"machine must be True or False, got {machine!r}")
-    if not machine:
+    if not checks.flag(machine, "machine"):
         vals = run_reference(P, inputs)
         return {name: _as_output(P, name, vals[name]) for name in P.outputs}
     mach = run_program(P.code, ext_image(P, inputs), isa.EXT_MEMORY)

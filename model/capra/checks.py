@@ -52,6 +52,14 @@ def integer(value, what: str, low: int = 0, error: type[Exception] = ValueError)
     return int(value)
 
 
+def flag(value, what: str, error: type[Exception] = ValueError) -> bool:
+    """True or False (a numpy bool taken), as a bool: a string such as "no", or 1, would read as
+    true where a flag is tested, so it is refused."""
+    if not isinstance(value, bool | np.bool_):
+        raise error(f"{what} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def dimension(value, what: str, error: type[Exception] = ValueError) -> int:
     """A tensor dimension: an integer >= 1."""
     return integer(value, what, 1, error)

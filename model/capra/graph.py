@@ -83,9 +83,8 @@ class Graph:
 
     def matmul(self, name: str, a: str, b: str, transpose_b: bool = False, scale: float = 1.0,
                relu: bool = False, range_group: str | None = None) -> str:
-        for flag, value in (("transpose_b", transpose_b), ("relu", relu)):  # "no" would read as true
-            if not isinstance(value, bool | np.bool_):
-                raise GraphError(f"matmul {name!r}: {flag} must be True or False, got {value!r}")
+        transpose_b = checks.flag(transpose_b, f"matmul {name!r}: transpose_b", GraphError)
+        relu = checks.flag(relu, f"matmul {name!r}: relu", GraphError)
         (ra, ka), (rb, cb) = self.shape(a), self.shape(b)
         k, m = (cb, rb) if transpose_b else (rb, cb)
         if ka != k:
@@ -256,10 +255,8 @@ def _checked_attrs(node: Node) -> dict:
             raise GraphError(f"{what}: value of shape {value.shape} for a node of shape {node.shape}")
     elif node.op == "matmul":
         attrs["scale"] = checks.number(attrs.get("scale"), f"{what}: scale", GraphError, positive=True)
-        for flag in ("transpose_b", "relu"):  # a string such as "no" would read as true
-            if not isinstance(attrs.get(flag, False), bool | np.bool_):
-                raise GraphError(f"{what}: {flag} must be True or False, got {attrs[flag]!r}")
-            attrs[flag] = bool(attrs.get(flag, False))
+        for name in ("transpose_b", "relu"):
+            attrs[name] = checks.flag(attrs.get(name, False), f"{what}: {name}", GraphError)
     elif node.op == "softmax" and attrs.get("sink") is not None:
         attrs["sink"] = checks.number(attrs["sink"], f"{what}: sink", GraphError)
     elif node.op == "rows":

@@ -379,7 +379,7 @@ def chip_line(active: config.Config | None = None) -> str | None:
         ("--stall / --stall-seed",
          (active.ext_stall, active.ext_seed) != (environment.ext_stall, environment.ext_seed)),
     ) if differs]
-    chip_differs = replace(active, ext_stall=0, ext_seed=config.SEED_DEFAULT) != config.DEFAULT
+    chip_differs = active.compile_key() != config.DEFAULT.compile_key()  # all but the stall schedule
     what = "the chip and the model are built for it" if chip_differs else "the chip is the default, its memory stalls"
     return f"configuration: {active.label()} ({' and '.join(given) + '; ' if given else ''}{what})"
 

@@ -71,11 +71,13 @@ def image_words(context: int) -> int:
 
 def largest_context() -> int:
     """The longest context whose programs' external memory the chip can address
-    (``config.EXT_MEMORY_MAX`` words), in whole pages."""
-    context = PAGE
-    while image_words(context + PAGE) <= config.EXT_MEMORY_MAX:
-        context += PAGE
-    return context
+    (``config.EXT_MEMORY_MAX`` words), in whole pages: image_words grows with the context, so a
+    bisection over the pages finds it in a few dozen sizes (a Host each)."""
+    lo, hi = 1, config.EXT_MEMORY_MAX // PAGE  # lo pages fit; hi pages cannot (a word a row at least)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if image_words(mid * PAGE) <= config.EXT_MEMORY_MAX else (lo, mid)
+    return lo * PAGE
 
 
 class Host:
