@@ -85,20 +85,14 @@ class Graph:
                relu: bool = False, range_group: str | None = None) -> str:
         transpose_b = checks.flag(transpose_b, f"matmul {name!r}: transpose_b", GraphError)
         relu = checks.flag(relu, f"matmul {name!r}: relu", GraphError)
-        (ra, ka), (rb, cb) = self.shape(a), self.shape(b)
-        k, m = (cb, rb) if transpose_b else (rb, cb)
-        if ka != k:
-            raise GraphError(f"matmul {name!r}: {a} is {ra}x{ka} but {b}{'.T' if transpose_b else ''} "
-                             f"has {k} rows")
-        return self._add(name, "matmul", [a, b], (ra, m), transpose_b=transpose_b, scale=scale,
+        shape = self._shape_from("matmul", name, [a, b], {"transpose_b": transpose_b})
+        return self._add(name, "matmul", [a, b], shape, transpose_b=transpose_b, scale=scale,
                          relu=relu, range_group=range_group)
 
     def concat(self, name: str, a: str, b: str) -> str:
-        (ra, ca), (rb, cb) = self.shape(a), self.shape(b)
-        if ca != cb:
-            raise GraphError(f"concat {name!r}: {a} has {ca} columns, {b} has {cb}")
+        shape = self._shape_from("concat", name, [a, b], {})
         group = self.nodes[a].attrs.get("range_group")
-        return self._add(name, "concat", [a, b], (ra + rb, ca), range_group=group)
+        return self._add(name, "concat", [a, b], shape, range_group=group)
 
     def rows(self, name: str, x: str, lo: int, hi: int) -> str:
         """Rows lo .. hi-1 of x. A batched program reads one request's row of a batch tensor this
@@ -107,15 +101,14 @@ class Graph:
         if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo < hi <= n):
             raise GraphError(f"rows {name!r}: rows {lo!r}..{hi!r} of {x!r}, which has rows 0..{n - 1}")
         group = self.nodes[x].attrs.get("range_group")
-        return self._add(name, "rows", [x], (hi - lo, self.shape(x)[1]), lo=lo, hi=hi, range_group=group)
+        shape = self._shape_from("rows", name, [x], {"lo": lo, "hi": hi})
+        return self._add(name, "rows", [x], shape, lo=lo, hi=hi, range_group=group)
 
     def softmax(self, name: str, x: str, sink: float | None = None) -> str:
-        return self._add(name, "softmax", [x], self.shape(x), sink=sink)
+        return self._add(name, "softmax", [x], self._shape_from("softmax", name, [x], {}), sink=sink)
 
     def _elementwise(self, name: str, op: str, a: str, b: str, range_group: str | None) -> str:
-        if self.shape(a) != self.shape(b):
-            raise GraphError(f"{op} {name!r}: shapes {self.shape(a)} and {self.shape(b)} differ")
-        return self._add(name, op, [a, b], self.shape(a), range_group=range_group)
+        return self._add(name, op, [a, b], self._shape_from(op, name, [a, b], {}), range_group=range_group)
 
     def add(self, name: str, a: str, b: str, range_group: str | None = None) -> str:
         return self._elementwise(name, "add", a, b, range_group)
@@ -124,10 +117,38 @@ class Graph:
         return self._elementwise(name, "mul", a, b, range_group)
 
     def relu(self, name: str, x: str) -> str:
-        return self._add(name, "relu", [x], self.shape(x))
+        return self._add(name, "relu", [x], self._shape_from("relu", name, [x], {}))
 
     def argmax(self, name: str, x: str) -> str:
-        return self._add(name, "argmax", [x], (self.shape(x)[0], 1))
+        return self._add(name, "argmax", [x], self._shape_from("argmax", name, [x], {}))
+
+    def _shape_from(self, op: str, name: str, inputs: list[str], attrs: dict) -> tuple[int, int]:
+        """The shape an op gives a node from its inputs' shapes, or GraphError where they do not fit
+        together: the one rule the construction methods build by and ``check`` holds an edited
+        graph to (inputs and consts have shapes of their own)."""
+        shapes = [self.shape(i) for i in inputs]
+        if op == "matmul":
+            (ra, ka), (rb, cb) = shapes
+            transposed = attrs.get("transpose_b", False)
+            k, m = (cb, rb) if transposed else (rb, cb)
+            if ka != k:
+                raise GraphError(f"matmul {name!r}: {inputs[0]} is {ra}x{ka} but {inputs[1]}"
+                                 f"{'.T' if transposed else ''} has {k} rows")
+            return ra, m
+        if op == "concat":
+            (ra, ca), (rb, cb) = shapes
+            if ca != cb:
+                raise GraphError(f"concat {name!r}: {inputs[0]} has {ca} columns, {inputs[1]} has {cb}")
+            return ra + rb, ca
+        if op == "rows":
+            return attrs["hi"] - attrs["lo"], shapes[0][1]
+        if op in ("add", "mul"):
+            if shapes[0] != shapes[1]:
+                raise GraphError(f"{op} {name!r}: shapes {shapes[0]} and {shapes[1]} differ")
+            return shapes[0]
+        if op == "argmax":
+            return shapes[0][0], 1
+        return shapes[0]  # softmax, relu: the input's shape
 
     def set_outputs(self, names: list[str]) -> None:
         for n in names:
@@ -153,44 +174,15 @@ class Graph:
                 if node.attrs["hi"] > parent[0] or node.shape[1] != parent[1]:
                     raise GraphError(f"rows {key!r}: rows {node.attrs['lo']}..{node.attrs['hi'] - 1} of a "
                                      f"{parent[0]} x {parent[1]} tensor")
-            derived = self._derived_shape(node)
-            if derived is not None and tuple(node.shape) != derived:
-                raise GraphError(f"node {key!r} ({node.op}) has shape {tuple(node.shape)}, its inputs give {derived}")
+            if node.op not in ("input", "const"):  # their shapes are their own (a const's is its value's)
+                derived = self._shape_from(node.op, key, node.inputs, node.attrs)
+                if tuple(node.shape) != derived:
+                    raise GraphError(f"node {key!r} ({node.op}) has shape {tuple(node.shape)}, its inputs give "
+                                     f"{derived}")
             seen.add(key)
         for name in self.outputs:
             if name not in self.nodes:
                 raise GraphError(f"output {name!r} is not a node")
-
-    def _derived_shape(self, node: Node) -> tuple[int, int] | None:
-        """The shape a node's construction method gives it from its inputs' shapes (None for an
-        input, whose shape is its own); GraphError where the inputs do not fit together."""
-        shapes = [tuple(self.nodes[i].shape) for i in node.inputs]
-        if node.op == "input":
-            return None
-        if node.op == "const":
-            return tuple(np.atleast_2d(node.attrs["value"]).shape)
-        if node.op == "matmul":
-            (ra, ka), (rb, cb) = shapes
-            k, m = (cb, rb) if node.attrs.get("transpose_b") else (rb, cb)
-            if ka != k:
-                raise GraphError(f"matmul {node.name!r}: {node.inputs[0]} is {ra}x{ka} but {node.inputs[1]} "
-                                 f"has {k} rows")
-            return ra, m
-        if node.op == "concat":
-            (ra, ca), (rb, cb) = shapes
-            if ca != cb:
-                raise GraphError(f"concat {node.name!r}: {node.inputs[0]} has {ca} columns, "
-                                 f"{node.inputs[1]} has {cb}")
-            return ra + rb, ca
-        if node.op == "rows":
-            return node.attrs["hi"] - node.attrs["lo"], shapes[0][1]
-        if node.op in ("add", "mul"):
-            if shapes[0] != shapes[1]:
-                raise GraphError(f"{node.op} {node.name!r}: shapes {shapes[0]} and {shapes[1]} differ")
-            return shapes[0]
-        if node.op == "argmax":
-            return shapes[0][0], 1
-        return shapes[0]  # softmax, relu: the input's shape
 
     @property
     def inputs(self) -> list[str]:
