@@ -66,7 +66,7 @@ from functools import partial
 from pathlib import Path
 
 import replay
-from capra import config
+from capra import checks, config
 from replay import image, runs
 
 from . import ecp5, executor, fpga, synth
@@ -487,11 +487,11 @@ def cached_point(cfg: config.Config, src: str, n_random: int, cache: Path | None
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return checks.is_number(value) and math.isfinite(value)
 
 
 def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return checks.is_number(value) and isinstance(value, int) and value >= 0
 
 
 def _cycles(value: object) -> bool:
